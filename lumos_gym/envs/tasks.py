@@ -1,0 +1,37 @@
+"""Task records: what an environment reads from a task source."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+TASK_TYPES = ("math", "qa", "code", "web", "multimodal", "game")
+
+
+@dataclass(frozen=True)
+class Task:
+    """One problem of a benchmark.
+
+    Attributes:
+        id: a stable id, unique within its dataset and split (e.g. ``"gsm8k/test/17"``).
+        question: the task text shown to the agent.
+        answer: the gold answer as text (for math, the number as the dataset writes it).
+        task_type: one of :data:`TASK_TYPES`.
+        rationale: the dataset's own gold reasoning text, verbatim, when it has one.
+        gold_actions: an oracle trajectory: one string per ``step`` call (each may hold several
+            ``; ``-joined grounded actions), the last one ending the episode (``Answer(...)``).
+        meta: any other field of the source record, kept for converters and reports.
+    """
+
+    id: str
+    question: str
+    answer: str
+    task_type: str
+    rationale: str | None = None
+    gold_actions: tuple[str, ...] = ()
+    meta: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.task_type not in TASK_TYPES:
+            raise ValueError(f"task_type must be one of {TASK_TYPES}, got {self.task_type!r}")

@@ -1,0 +1,130 @@
+"""The execution module's contract: tool specs, per-episode context, results and the registry."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from lumos_gym.actions import Action
+from lumos_gym.errors import ToolError
+from lumos_gym.registry import Registry
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """What a grounding prompt says about a tool.
+
+    Attributes:
+        name: the action name, e.g. ``"Calculator"``.
+        signature: the Lumos signature, e.g. ``"Calculator(formula)"``.
+        doc: the one-line description, e.g. ``"Calculate the input formula"``.
+    """
+
+    name: str
+    signature: str
+    doc: str
+
+    def describe(self) -> str:
+        """Return ``"Signature: doc"`` as the Lumos grounding instructions list tools."""
+        return f"{self.signature}: {self.doc}"
+
+
+@dataclass
+class ToolContext:
+    """Per-episode state a tool may read or keep.
+
+    Attributes:
+        variables: the values bound so far (``"R1" -> "24"``), read-only for tools.
+        task_text: the task as shown to the agent.
+        state: tool-private per-episode storage (e.g. the equations of ``SetEquation``),
+            keyed by tool name by convention.
+    """
+
+    variables: Mapping[str, str] = field(default_factory=dict)
+    task_text: str = ""
+    state: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    """The outcome of one action: one value per output variable.
+
+    Attributes:
+        values: the values, bound in order to the action's outputs.
+        observation: the text shown to the agent; by default the values joined by ``", "``.
+    """
+
+    values: tuple[str, ...]
+    observation: str | None = None
+
+    @property
+    def text(self) -> str:
+        """Return the observation text."""
+        return self.observation if self.observation is not None else ", ".join(self.values)
+
+
+class Tool(ABC):
+    """A named executable action. Subclasses set ``spec`` and implement ``run``.
+
+    Tools raise :class:`~lumos_gym.errors.ToolError` for anything the agent did wrong; the
+    environment turns it into an ``Error: ...`` observation.
+    """
+
+    spec: ClassVar[ToolSpec]
+
+    @abstractmethod
+    def run(self, action: Action, ctx: ToolContext) -> ToolResult:
+        """Execute ``action`` (arguments not yet substituted) in ``ctx``."""
+
+    def close(self) -> None:
+        """Release resources (processes, servers). Idempotent."""
+
+
+TOOLS: Registry[type[Tool]] = Registry("tool")
+
+
+def register_tool(name: str, cls: type[Tool] | str, *, overwrite: bool = False) -> None:
+    """Register a tool class (or a lazy ``"module:Class"`` path) under its action name."""
+    TOOLS.register(name, cls, overwrite=overwrite)
+
+
+def make_tool(name: str, **options: Any) -> Tool:
+    """Instantiate the tool registered as ``name`` with backend ``options``."""
+    cls = TOOLS.get(name)
+    try:
+        return cls(**options)
+    except TypeError as e:
+        raise ToolError(f"bad options for tool {name!r}: {e}") from e
+
+
+class Toolset:
+    """The tools of one environment, by action name.
+
+    Args:
+        tools: tool names, or a mapping of tool name to backend options.
+    """
+
+    def __init__(self, tools: Iterable[str] | Mapping[str, Mapping[str, Any]]) -> None:
+        options = tools if isinstance(tools, Mapping) else {name: {} for name in tools}
+        self._tools: dict[str, Tool] = {n: make_tool(n, **dict(o)) for n, o in options.items()}
+
+    @property
+    def names(self) -> list[str]:
+        """Return the tool names in declaration order."""
+        return list(self._tools)
+
+    @property
+    def specs(self) -> list[ToolSpec]:
+        """Return the specs of the tools in declaration order."""
+        return [t.spec for t in self._tools.values()]
+
+    def get(self, name: str) -> Tool | None:
+        """Return the tool called ``name`` or None."""
+        return self._tools.get(name)
+
+    def close(self) -> None:
+        """Close every tool."""
+        for tool in self._tools.values():
+            tool.close()
