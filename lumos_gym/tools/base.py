@@ -80,6 +80,7 @@ class Tool(ABC):
 
     def close(self) -> None:
         """Release resources (processes, servers). Idempotent."""
+        return None  # nothing to release by default
 
 
 TOOLS: Registry[type[Tool]] = Registry("tool")

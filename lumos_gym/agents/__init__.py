@@ -1,0 +1,1 @@
+"""Agents and the model backends they ask for completions."""

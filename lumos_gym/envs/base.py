@@ -1,0 +1,310 @@
+"""`LumosEnv`: the Gymnasium contract every lumos-gym environment follows.
+
+Observations and actions are text. ``reset`` shows a task; ``step`` parses one or more
+``; ``-joined grounded actions, runs them in order through the env's tools, binds their output
+variables and returns their results as text. The terminal action ``Answer(<value or R<n>>)``
+ends the episode and scores it. Whatever the agent sends, ``step`` returns an observation: a
+parse error, an unknown tool, an undefined variable or a failing tool becomes an
+``Error: ...`` line and a counter in ``info``, never an exception.
+"""
+
+from __future__ import annotations
+
+import string
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any, ClassVar
+
+import gymnasium as gym
+from gymnasium import spaces
+
+from lumos_gym.actions import Action, parse_actions, substitute
+from lumos_gym.envs.sources import TaskSource
+from lumos_gym.envs.tasks import Task
+from lumos_gym.errors import LumosGymError, ToolError
+from lumos_gym.tools import ToolContext, Toolset, ToolSpec
+
+#: Longest observation kept (characters); longer text is cut with a marker.
+MAX_OBSERVATION_CHARS = 200_000
+#: Longest action text accepted by the action space (longer actions still get an observation).
+MAX_ACTION_CHARS = 8_192
+#: Most actions executed from one ``step`` call.
+MAX_ACTIONS_PER_STEP = 64
+
+ANSWER_SPEC = ToolSpec("Answer", "Answer(answer)", "Submit the final answer and end the episode")
+_TRUNCATION_MARK = "\n[... truncated]"
+
+
+@lru_cache(maxsize=1)
+def text_charset() -> frozenset[str]:
+    """Return the characters of lumos-gym text spaces.
+
+    They are printable ASCII, tab, newline and the rest of the Unicode basic plane except
+    control and surrogate code points.
+    """
+    chars = set(string.printable) - set("\r\x0b\x0c")
+    chars.update(chr(c) for c in range(0xA0, 0xD800))
+    chars.update(chr(c) for c in range(0xE000, 0xFFFE))
+    return frozenset(chars)
+
+
+def normalize_text(text: str, max_chars: int = MAX_OBSERVATION_CHARS) -> str:
+    """Map ``text`` into the text space: other characters become ``?``; too long is cut."""
+    charset = text_charset()
+    text = text.replace("\r\n", "\n")
+    if not all(ch in charset for ch in text):
+        text = "".join(ch if ch in charset else "?" for ch in text)
+    if len(text) > max_chars:
+        text = text[: max_chars - len(_TRUNCATION_MARK)] + _TRUNCATION_MARK
+    return text
+
+
+@dataclass
+class EpisodeState:
+    """What one episode has done so far."""
+
+    task: Task
+    context: ToolContext
+    steps: int = 0
+    actions: int = 0
+    invalid_actions: int = 0
+    tool_errors: int = 0
+    prediction: str | None = None
+    done: bool = False
+    error_kinds: dict[str, int] = field(default_factory=dict)
+
+    def count_error(self, kind: str) -> None:
+        """Count one error of ``kind`` (parse, unknown-tool, undefined-variable, tool...)."""
+        self.error_kinds[kind] = self.error_kinds.get(kind, 0) + 1
+        if kind == "tool":
+            self.tool_errors += 1
+        else:
+            self.invalid_actions += 1
+
+
+class LumosEnv(gym.Env[str, str], ABC):
+    """Base class of the text environments. Subclasses set the class attributes and ``score``.
+
+    Args:
+        tasks: the tasks, or a :class:`~lumos_gym.envs.sources.TaskSource` loaded on
+            construction.
+        tools: tool names (or name → backend options) overriding ``default_tools``.
+        render_mode: ``"ansi"`` (``render()`` returns the transcript) or ``"human"`` (prints it).
+        limit: keep only the first ``limit`` tasks (in source order).
+    """
+
+    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi", "human"]}
+    #: One of :data:`lumos_gym.envs.tasks.TASK_TYPES`.
+    task_type: ClassVar[str] = "math"
+    #: The tools of the env, in the order of its grounding instruction.
+    default_tools: ClassVar[tuple[str, ...]] = ()
+    #: The metric used as the terminal reward.
+    primary_metric: ClassVar[str] = "accuracy"
+
+    def __init__(
+        self,
+        *,
+        tasks: Sequence[Task] | TaskSource,
+        tools: Sequence[str] | Mapping[str, Mapping[str, Any]] | None = None,
+        render_mode: str | None = None,
+        limit: int | None = None,
+    ) -> None:
+        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
+            raise ValueError(f"render_mode must be one of {self.metadata['render_modes']}")
+        self.render_mode = render_mode
+        if isinstance(tasks, TaskSource):
+            self.source: TaskSource | None = tasks
+            task_list = tasks.load()
+        else:
+            self.source = None
+            task_list = list(tasks)
+        if limit is not None:
+            task_list = task_list[:limit]
+        if not task_list:
+            raise LumosGymError(f"{type(self).__name__} has no tasks")
+        self.tasks: list[Task] = task_list
+        self._by_id = {t.id: i for i, t in enumerate(task_list)}
+        if len(self._by_id) != len(task_list):
+            raise LumosGymError(f"{type(self).__name__}: task ids are not unique")
+        self.toolset = Toolset(tools if tools is not None else self.default_tools)
+        self.observation_space = spaces.Text(
+            MAX_OBSERVATION_CHARS, min_length=0, charset=text_charset()
+        )
+        self.action_space = spaces.Text(MAX_ACTION_CHARS, min_length=0, charset=text_charset())
+        self._episode: EpisodeState | None = None
+        self._transcript: list[str] = []
+
+    # ----------------------------------------------------------------------------- contract
+    @property
+    def action_specs(self) -> list[ToolSpec]:
+        """Return the specs of every allowed action, the terminal ``Answer`` last."""
+        return [*self.toolset.specs, ANSWER_SPEC]
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[str, dict[str, Any]]:
+        """Start an episode on a task.
+
+        Args:
+            seed: seeds ``np_random``, which draws the task when none is named.
+            options: ``{"task_id": ...}`` or ``{"index": i}`` picks the task.
+        """
+        super().reset(seed=seed)
+        task = self._pick_task(options or {})
+        self._episode = EpisodeState(task=task, context=ToolContext(task_text=task.question))
+        observation = normalize_text(self.task_observation(task))
+        self._transcript = [f"Task: {observation}"]
+        return observation, self._info()
+
+    def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        """Run the grounded actions in ``action`` and return their results as text."""
+        episode = self._episode
+        if episode is None:
+            raise gym.error.ResetNeeded("call reset() before step()")
+        if episode.done:
+            raise gym.error.ResetNeeded("the episode has ended; call reset()")
+        episode.steps += 1
+        lines = self._execute(episode, action if isinstance(action, str) else str(action))
+        observation = normalize_text("\n".join(lines))
+        reward = 0.0
+        info = self._info()
+        if episode.done:
+            metrics = self.score(episode.prediction or "", episode.task)
+            reward = float(metrics[self.primary_metric])
+            info["metrics"] = metrics
+            info["prediction"] = episode.prediction
+            info["gold_answer"] = episode.task.answer
+        self._transcript += [f"> {action}", observation]
+        if self.render_mode == "human":
+            print(f"> {action}\n{observation}")
+        return observation, reward, episode.done, False, info
+
+    def render(self) -> str | None:
+        """Return (``"ansi"``) or print (``"human"``) the episode transcript so far."""
+        text = "\n".join(self._transcript)
+        if self.render_mode == "ansi":
+            return text
+        if self.render_mode == "human":
+            print(text)
+        return None
+
+    def close(self) -> None:
+        """Close the tools (sandboxes, servers). Idempotent."""
+        self.toolset.close()
+        super().close()
+
+    # ---------------------------------------------------------------------- for subclasses
+    def task_observation(self, task: Task) -> str:
+        """Return the first observation of an episode: the task text."""
+        return task.question
+
+    @abstractmethod
+    def score(self, prediction: str, task: Task) -> dict[str, float]:
+        """Return every metric of the task type for ``prediction``; must hold ``primary_metric``."""
+
+    # ---------------------------------------------------------------------------- internals
+    def _pick_task(self, options: Mapping[str, Any]) -> Task:
+        if "task_id" in options:
+            task_id = options["task_id"]
+            if task_id not in self._by_id:
+                raise LumosGymError(f"unknown task_id {task_id!r} ({len(self.tasks)} tasks)")
+            return self.tasks[self._by_id[task_id]]
+        if "index" in options:
+            return self.tasks[int(options["index"]) % len(self.tasks)]
+        return self.tasks[int(self.np_random.integers(len(self.tasks)))]
+
+    def _info(self) -> dict[str, Any]:
+        episode = self._episode
+        assert episode is not None
+        return {
+            "task_id": episode.task.id,
+            "task_type": self.task_type,
+            "actions": [spec.describe() for spec in self.action_specs],
+            "action_names": [spec.name for spec in self.action_specs],
+            "instruction_actions": self.toolset.names,
+            "steps": episode.steps,
+            "num_actions": episode.actions,
+            "invalid_actions": episode.invalid_actions,
+            "tool_errors": episode.tool_errors,
+            "error_kinds": dict(episode.error_kinds),
+            "variables": dict(episode.context.variables),
+        }
+
+    def _execute(self, episode: EpisodeState, text: str) -> list[str]:
+        """Execute the actions of one step, stopping at the first error."""
+        try:
+            actions = parse_actions(text)
+        except LumosGymError as e:
+            episode.count_error("parse")
+            return [f"Error: cannot parse the action: {e}"]
+        if len(actions) > MAX_ACTIONS_PER_STEP:
+            episode.count_error("too-many-actions")
+            return [f"Error: {len(actions)} actions in one step; at most {MAX_ACTIONS_PER_STEP}"]
+        lines: list[str] = []
+        for act in actions:
+            episode.actions += 1
+            try:
+                lines.append(self._run_one(episode, act))
+            except _ActionFailure as failure:
+                episode.count_error(failure.kind)
+                lines.append(f"Error: {failure.message}")
+                break
+            if episode.done:
+                break
+        return lines
+
+    def _run_one(self, episode: EpisodeState, act: Action) -> str:
+        variables = episode.context.variables
+        assert isinstance(variables, dict)
+        if act.name == "Answer":
+            return self._answer(episode, act)
+        if act.is_alias:
+            if act.args not in variables:
+                raise _ActionFailure("undefined-variable", f"undefined variable {act.args}")
+            values: tuple[str, ...] = (variables[act.args],)
+        else:
+            tool = self.toolset.get(act.name or "")
+            if tool is None:
+                allowed = ", ".join(spec.name for spec in self.action_specs)
+                raise _ActionFailure(
+                    "unknown-tool", f"unknown action {act.name!r}; allowed: {allowed}"
+                )
+            try:
+                result = tool.run(act.without_result(), episode.context)
+            except LumosGymError as e:
+                kind = "tool" if isinstance(e, ToolError) else "undefined-variable"
+                raise _ActionFailure(kind, f"{act.name}: {e}") from e
+            except Exception as e:  # a tool bug must not end the run: report it as an error
+                raise _ActionFailure("tool", f"{act.name} failed: {type(e).__name__}: {e}") from e
+            values = result.values
+            if not act.outputs:
+                return result.text
+        if len(values) != len(act.outputs):
+            raise _ActionFailure(
+                "tool",
+                f"{act.name or 'alias'} gave {len(values)} value(s) for "
+                f"{len(act.outputs)} output variable(s)",
+            )
+        for var, value in zip(act.outputs, values, strict=True):
+            variables[var] = value
+        return f"{', '.join(act.outputs)} = {', '.join(values)}"
+
+    def _answer(self, episode: EpisodeState, act: Action) -> str:
+        try:
+            prediction = substitute(act.args, episode.context.variables).strip()
+        except LumosGymError as e:
+            raise _ActionFailure("undefined-variable", f"Answer: {e}") from e
+        episode.prediction = prediction
+        episode.done = True
+        return f"Answer submitted: {prediction}"
+
+
+class _ActionFailure(Exception):
+    """One action failed; carries the error kind counted in ``info`` and the message."""
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.message = message

@@ -1,0 +1,89 @@
+"""Env validation: Gymnasium's checker plus an oracle replay of gold actions."""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass, field
+from typing import Any
+
+import gymnasium as gym
+from gymnasium.utils.env_checker import check_env
+
+from lumos_gym.envs.base import LumosEnv
+from lumos_gym.envs.tasks import Task
+
+
+@dataclass
+class ReplayResult:
+    """The outcome of replaying one task's gold actions."""
+
+    task_id: str
+    reward: float
+    terminated: bool
+    errors: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        """Return True when the replay ended the episode with full reward and no error."""
+        return self.terminated and self.reward >= 1.0 and not self.errors
+
+
+@dataclass
+class CheckReport:
+    """What ``lumos-gym check`` found for one env id."""
+
+    env_id: str
+    api_ok: bool
+    api_error: str | None
+    warnings: list[str]
+    replays: list[ReplayResult]
+    tasks: int
+
+    @property
+    def ok(self) -> bool:
+        """Return True when the API check passed and every replay reached full reward."""
+        return self.api_ok and not self.warnings and all(r.ok for r in self.replays)
+
+
+def replay_gold(env: LumosEnv, task: Task) -> ReplayResult:
+    """Play ``task.gold_actions`` in ``env`` and report the final reward and any error line."""
+    env.reset(options={"task_id": task.id})
+    result = ReplayResult(task.id, 0.0, False)
+    for step_text in task.gold_actions:
+        observation, reward, terminated, truncated, _ = env.step(step_text)
+        result.errors += [line for line in observation.splitlines() if line.startswith("Error:")]
+        if terminated or truncated:
+            result.reward, result.terminated = reward, terminated
+            break
+    return result
+
+
+def check_env_id(
+    env_id: str, *, kwargs: dict[str, Any] | None = None, replay_limit: int | None = None
+) -> CheckReport:
+    """Run Gymnasium's env checker on ``env_id`` and replay the gold actions of its tasks.
+
+    Args:
+        env_id: a registered id.
+        kwargs: constructor arguments for ``gymnasium.make``.
+        replay_limit: replay at most this many tasks (default: every task with gold actions).
+    """
+    env = gym.make(env_id, disable_env_checker=True, **(kwargs or {}))
+    base = env.unwrapped
+    assert isinstance(base, LumosEnv)
+    api_error = None
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            check_env(base, skip_render_check=False, skip_close_check=True)
+        except Exception as e:  # report any checker failure as the env's result
+            api_error = f"{type(e).__name__}: {e}"
+    caught_messages = [str(w.message) for w in caught]
+    replays = []
+    with_gold = [t for t in base.tasks if t.gold_actions]
+    for task in with_gold[:replay_limit]:
+        replays.append(replay_gold(base, task))
+    env.close()
+    return CheckReport(
+        env_id, api_error is None, api_error, caught_messages, replays, len(base.tasks)
+    )

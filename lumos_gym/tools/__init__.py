@@ -1,0 +1,35 @@
+"""The execution module: tools that run grounded actions, with pluggable backends."""
+
+from lumos_gym.tools.base import (
+    TOOLS,
+    Tool,
+    ToolContext,
+    ToolResult,
+    Toolset,
+    ToolSpec,
+    make_tool,
+    register_tool,
+)
+
+# Built-in tools, registered lazily: importing lumos_gym.tools imports no backend.
+for _name, _path in {
+    "Calculator": "lumos_gym.tools.math:Calculator",
+    "SetEquation": "lumos_gym.tools.math:SetEquation",
+    "SolveEquation": "lumos_gym.tools.math:SolveEquation",
+    "SolveInequality": "lumos_gym.tools.math:SolveInequality",
+    "Define": "lumos_gym.tools.math:Define",
+    "Count": "lumos_gym.tools.math:Count",
+    "Code": "lumos_gym.tools.code:Code",
+}.items():
+    register_tool(_name, _path)
+
+__all__ = [
+    "TOOLS",
+    "Tool",
+    "ToolContext",
+    "ToolResult",
+    "ToolSpec",
+    "Toolset",
+    "make_tool",
+    "register_tool",
+]
