@@ -45,7 +45,8 @@ def test_parse_fields():
     alias = parse_action("Output = R9 = 40")
     assert alias.is_alias and alias.args == "R9" and alias.result == "40"
     web = parse_action("R3 = TYPE(R2, QUERY: Type the city, TEXT: Atlanta).")
-    assert web.result is None and web.format() == "R3 = TYPE(R2, QUERY: Type the city, TEXT: Atlanta)"
+    assert web.result is None
+    assert web.format() == "R3 = TYPE(R2, QUERY: Type the city, TEXT: Atlanta)"
     assert parse_action("  R1 = Calculator(1+1)  ").args == "1+1"
 
 

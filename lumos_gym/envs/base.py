@@ -11,6 +11,7 @@ parse error, an unknown tool, an undefined variable or a failing tool becomes an
 from __future__ import annotations
 
 import string
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -73,6 +74,7 @@ class EpisodeState:
     tool_errors: int = 0
     prediction: str | None = None
     done: bool = False
+    tool_seconds: float = 0.0
     error_kinds: dict[str, int] = field(default_factory=dict)
 
     def count_error(self, kind: str) -> None:
@@ -93,6 +95,8 @@ class LumosEnv(gym.Env[str, str], ABC):
         tools: tool names (or name → backend options) overriding ``default_tools``.
         render_mode: ``"ansi"`` (``render()`` returns the transcript) or ``"human"`` (prints it).
         limit: keep only the first ``limit`` tasks (in source order).
+        privileged: put the task's gold actions in the ``info`` of ``reset`` (for the oracle
+            agent and env validation only; off by default so no agent sees them by accident).
     """
 
     metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi", "human"]}
@@ -110,10 +114,12 @@ class LumosEnv(gym.Env[str, str], ABC):
         tools: Sequence[str] | Mapping[str, Mapping[str, Any]] | None = None,
         render_mode: str | None = None,
         limit: int | None = None,
+        privileged: bool = False,
     ) -> None:
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"render_mode must be one of {self.metadata['render_modes']}")
         self.render_mode = render_mode
+        self.privileged = privileged
         if isinstance(tasks, TaskSource):
             self.source: TaskSource | None = tasks
             task_list = tasks.load()
@@ -137,6 +143,10 @@ class LumosEnv(gym.Env[str, str], ABC):
         self._transcript: list[str] = []
 
     # ----------------------------------------------------------------------------- contract
+    def task_ids(self) -> list[str]:
+        """Return the ids of the env's tasks, in source order (``reset`` takes them)."""
+        return [task.id for task in self.tasks]
+
     @property
     def action_specs(self) -> list[ToolSpec]:
         """Return the specs of every allowed action, the terminal ``Answer`` last."""
@@ -156,7 +166,10 @@ class LumosEnv(gym.Env[str, str], ABC):
         self._episode = EpisodeState(task=task, context=ToolContext(task_text=task.question))
         observation = normalize_text(self.task_observation(task))
         self._transcript = [f"Task: {observation}"]
-        return observation, self._info()
+        info = self._info()
+        if self.privileged:
+            info["gold_actions"] = list(task.gold_actions)
+        return observation, info
 
     def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
         """Run the grounded actions in ``action`` and return their results as text."""
@@ -230,6 +243,7 @@ class LumosEnv(gym.Env[str, str], ABC):
             "tool_errors": episode.tool_errors,
             "error_kinds": dict(episode.error_kinds),
             "variables": dict(episode.context.variables),
+            "tool_seconds": round(episode.tool_seconds, 6),
         }
 
     def _execute(self, episode: EpisodeState, text: str) -> list[str]:
@@ -271,6 +285,7 @@ class LumosEnv(gym.Env[str, str], ABC):
                 raise _ActionFailure(
                     "unknown-tool", f"unknown action {act.name!r}; allowed: {allowed}"
                 )
+            started = time.perf_counter()
             try:
                 result = tool.run(act.without_result(), episode.context)
             except LumosGymError as e:
@@ -278,6 +293,8 @@ class LumosEnv(gym.Env[str, str], ABC):
                 raise _ActionFailure(kind, f"{act.name}: {e}") from e
             except Exception as e:  # a tool bug must not end the run: report it as an error
                 raise _ActionFailure("tool", f"{act.name} failed: {type(e).__name__}: {e}") from e
+            finally:
+                episode.tool_seconds += time.perf_counter() - started
             values = result.values
             if not act.outputs:
                 return result.text

@@ -1,0 +1,116 @@
+"""The agent contract: an episode is straight-line logic that yields asks and acts.
+
+An agent's :meth:`Agent.episode` is a generator. It yields
+
+* :class:`Ask` — "complete this request with the model playing role R" — and receives a
+  :class:`~lumos_gym.agents.backends.base.Completion`;
+* :class:`Act` — "send this action text to the env" — and receives a :class:`StepOutcome`.
+
+The runner drives many episodes at once and sends all pending asks for one model to its
+backend as one batch, so an agent never deals with batching, threads or servers.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Generator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from lumos_gym.agents.backends.base import Completion, GenerationRequest
+from lumos_gym.registry import Registry
+
+
+@dataclass(frozen=True)
+class Ask:
+    """A request for a completion from the model playing ``role``."""
+
+    role: str
+    request: GenerationRequest
+
+
+@dataclass(frozen=True)
+class Act:
+    """An action text for the env."""
+
+    action: str
+
+
+@dataclass(frozen=True)
+class StepOutcome:
+    """What ``env.step`` returned for an :class:`Act`."""
+
+    observation: str
+    reward: float
+    terminated: bool
+    truncated: bool
+    info: Mapping[str, Any]
+
+
+EpisodeLogic = Generator[Ask | Act, Completion | StepOutcome, None]
+
+
+@dataclass
+class AgentConfig:
+    """Settings shared by the agents.
+
+    Attributes:
+        max_rounds: the most plan/ground (or think/act) rounds in an episode; None uses the
+            per-task-type default of the agent (Lumos' own limits where it had them).
+        max_new_tokens: the generation budget of one model call.
+        temperature: 0 for greedy decoding.
+        seed: recorded with every request.
+    """
+
+    max_rounds: int | None = None
+    max_new_tokens: int = 128
+    temperature: float = 0.0
+    seed: int = 0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.max_rounds is not None and self.max_rounds < 1:
+            raise ValueError("max_rounds must be at least 1")
+        if self.max_new_tokens < 1:
+            raise ValueError("max_new_tokens must be at least 1")
+
+
+class Agent(ABC):
+    """Base class of agents. Subclasses set ``name`` and ``roles`` and write ``episode``.
+
+    Args:
+        config: the agent settings.
+    """
+
+    name: ClassVar[str]
+    #: The model roles the agent asks, e.g. ``("planner", "grounder")`` or ``("policy",)``;
+    #: empty for agents that need no model (the oracle).
+    roles: ClassVar[tuple[str, ...]] = ("policy",)
+
+    def __init__(self, config: AgentConfig | None = None) -> None:
+        self.config = config or AgentConfig()
+
+    def request(
+        self, *, prompt: str | None = None, messages: tuple[dict[str, str], ...] | None = None,
+        stop: tuple[str, ...] = (), max_new_tokens: int | None = None,
+    ) -> GenerationRequest:
+        """Build a request with the agent's decoding settings."""
+        return GenerationRequest(
+            prompt=prompt,
+            messages=messages,
+            stop=stop,
+            max_new_tokens=max_new_tokens or self.config.max_new_tokens,
+            temperature=self.config.temperature,
+            seed=self.config.seed,
+        )
+
+    @abstractmethod
+    def episode(self, observation: str, info: Mapping[str, Any]) -> EpisodeLogic:
+        """Play one episode from the first observation and ``info`` of ``reset``."""
+
+    def describe(self) -> dict[str, Any]:
+        """Return the agent's name and full config, for results provenance."""
+        return {"name": self.name, "roles": list(self.roles), "config": vars(self.config)}
+
+
+AGENTS: Registry[type[Agent]] = Registry("agent")

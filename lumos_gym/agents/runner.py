@@ -1,0 +1,381 @@
+"""The rollout runner: many episodes in flight, their model asks batched per backend.
+
+Each round the runner (1) starts episodes until ``max_in_flight`` are running, (2) advances
+every episode's logic until it asks a model (env steps run as they come), (3) sends all
+pending asks for one backend as one ``generate`` call, and (4) records every episode that
+ended. Whatever goes wrong in one episode (an env that raises, an agent bug, a backend
+error, an over-long context) ends that episode with a status; the run goes on.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import traceback
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import gymnasium as gym
+
+from lumos_gym.agents.backends.base import Backend, Completion
+from lumos_gym.agents.base import Act, Agent, Ask, EpisodeLogic, StepOutcome
+
+#: The fixed taxonomy of episode statuses.
+STATUSES = (
+    "completed",
+    "invalid-action-limit",
+    "step-limit",
+    "context-limit",
+    "tool-error",
+    "agent-error",
+    "env-error",
+)
+
+
+@dataclass(frozen=True)
+class EpisodeSpec:
+    """One episode to run: an env (id and constructor arguments), a task and a seed."""
+
+    env_id: str
+    task_id: str
+    env_kwargs: Mapping[str, Any] = field(default_factory=dict)
+    seed: int = 0
+
+    @property
+    def key(self) -> str:
+        """Return a key unique to this episode within a run (for resume and merge)."""
+        return f"{self.env_id}|{json.dumps(dict(self.env_kwargs), sort_keys=True)}|{self.task_id}"
+
+
+@dataclass
+class EpisodeRecord:
+    """Everything about one finished episode (one JSON line in a results file)."""
+
+    env_id: str
+    task_id: str
+    env_kwargs: dict[str, Any]
+    seed: int
+    agent: str
+    status: str
+    reason: str | None = None
+    reward: float = 0.0
+    metrics: dict[str, float] = field(default_factory=dict)
+    prediction: str | None = None
+    gold_answer: str | None = None
+    task: str = ""
+    steps: int = 0
+    invalid_actions: int = 0
+    tool_errors: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    wall_s: float = 0.0
+    env_s: float = 0.0
+    tool_s: float = 0.0
+    model_s: float = 0.0
+    turns: list[dict[str, Any]] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the record as plain JSON-ready data."""
+        return asdict(self)
+
+
+@dataclass
+class _Running:
+    """An episode in flight."""
+
+    spec: EpisodeSpec
+    env: gym.Env | None
+    logic: EpisodeLogic | None
+    record: EpisodeRecord
+    started: float
+    pending: Ask | None = None
+    invalid_streak: int = 0
+    done: bool = False
+
+
+class _EnvPool:
+    """Reuses env instances across episodes with the same id and constructor arguments."""
+
+    def __init__(self) -> None:
+        self._free: dict[str, list[gym.Env]] = {}
+        self._all: list[gym.Env] = []
+
+    def acquire(self, spec: EpisodeSpec) -> gym.Env:
+        key = f"{spec.env_id}|{json.dumps(dict(spec.env_kwargs), sort_keys=True)}"
+        free = self._free.setdefault(key, [])
+        if free:
+            return free.pop()
+        env = gym.make(spec.env_id, **dict(spec.env_kwargs))
+        self._all.append(env)
+        return env
+
+    def release(self, spec: EpisodeSpec, env: gym.Env) -> None:
+        key = f"{spec.env_id}|{json.dumps(dict(spec.env_kwargs), sort_keys=True)}"
+        self._free.setdefault(key, []).append(env)
+
+    def close(self) -> None:
+        for env in self._all:
+            env.close()
+        self._all.clear()
+        self._free.clear()
+
+
+class Runner:
+    """Runs episodes of one agent with batched model calls.
+
+    Args:
+        agent: the agent.
+        backends: the backend of each role the agent asks (roles may share one backend;
+            asks to one backend object are batched together).
+        max_in_flight: episodes running at once (the batch size seen by backends).
+        max_invalid_actions: end an episode after this many invalid actions in a row.
+        wall_timeout: seconds an episode may run before it ends with ``step-limit``.
+        keep_prompts: store every prompt in the turns of the record (large).
+    """
+
+    def __init__(
+        self,
+        agent: Agent,
+        backends: Mapping[str, Backend],
+        *,
+        max_in_flight: int = 8,
+        max_invalid_actions: int = 5,
+        wall_timeout: float | None = None,
+        keep_prompts: bool = False,
+    ) -> None:
+        missing = [role for role in agent.roles if role not in backends]
+        if missing:
+            raise ValueError(f"agent {agent.name!r} needs a backend for role(s) {missing}")
+        if max_in_flight < 1:
+            raise ValueError("max_in_flight must be at least 1")
+        self.agent = agent
+        self.backends = dict(backends)
+        self.max_in_flight = max_in_flight
+        self.max_invalid_actions = max_invalid_actions
+        self.wall_timeout = wall_timeout
+        self.keep_prompts = keep_prompts
+
+    # ------------------------------------------------------------------------------ the loop
+    def run(
+        self,
+        specs: Iterable[EpisodeSpec],
+        *,
+        on_record: Callable[[EpisodeRecord], None] | None = None,
+        progress: bool = False,
+    ) -> list[EpisodeRecord]:
+        """Run every episode of ``specs`` and return their records in the order they ended.
+
+        Args:
+            specs: the episodes.
+            on_record: called with each record as soon as its episode ends (for writing).
+            progress: show a progress bar with episodes/s and tokens/s.
+        """
+        queue = deque(specs)
+        pool = _EnvPool()
+        running: list[_Running] = []
+        records: list[EpisodeRecord] = []
+        bar = _Progress(len(queue)) if progress else None
+
+        def finish(episode: _Running) -> None:
+            record = episode.record
+            record.wall_s = round(time.monotonic() - episode.started, 3)
+            record.env_s, record.tool_s = round(record.env_s, 6), round(record.tool_s, 6)
+            record.model_s = round(record.model_s, 6)
+            if episode.env is not None:
+                pool.release(episode.spec, episode.env)
+            records.append(episode.record)
+            if on_record is not None:
+                on_record(episode.record)
+            if bar is not None:
+                bar.update(episode.record)
+
+        try:
+            while queue or running:
+                while queue and len(running) < self.max_in_flight:
+                    episode = self._start(queue.popleft(), pool)
+                    if episode.done:
+                        finish(episode)
+                    else:
+                        running.append(episode)
+                self._ask_backends(running)
+                for episode in [e for e in running if e.done]:
+                    finish(episode)
+                running = [e for e in running if not e.done]
+        finally:
+            for episode in running:
+                if episode.logic is not None:
+                    episode.logic.close()
+            pool.close()
+            if bar is not None:
+                bar.close()
+        return records
+
+    def _start(self, spec: EpisodeSpec, pool: _EnvPool) -> _Running:
+        record = EpisodeRecord(  # the status is set when the episode ends
+            spec.env_id, spec.task_id, dict(spec.env_kwargs), spec.seed, self.agent.name, ""
+        )
+        started = time.monotonic()
+        try:
+            env = pool.acquire(spec)
+            observation, info = env.reset(seed=spec.seed, options={"task_id": spec.task_id})
+        except Exception as e:  # a broken env ends this episode only
+            record.status, record.reason = "env-error", _error_text(e)
+            return _Running(spec, None, None, record, started, done=True)
+        record.task = observation
+        logic = self.agent.episode(observation, info)
+        episode = _Running(spec, env, logic, record, started)
+        self._advance(episode, None)
+        return episode
+
+    def _ask_backends(self, running: Sequence[_Running]) -> None:
+        """Send the pending asks, one ``generate`` call per backend object."""
+        groups: dict[int, list[_Running]] = {}
+        for episode in running:
+            if episode.pending is not None and not episode.done:
+                backend = self.backends[episode.pending.role]
+                groups.setdefault(id(backend), []).append(episode)
+        for episodes in groups.values():
+            assert episodes[0].pending is not None
+            backend = self.backends[episodes[0].pending.role]
+            requests = [e.pending.request for e in episodes if e.pending is not None]
+            started = time.perf_counter()
+            try:
+                completions = backend.generate(requests)
+            except Exception as e:  # the backend failed as a whole: each episode gets the error
+                message = _error_text(e)
+                completions = [Completion("", "error", error=message) for _ in requests]
+            share = (time.perf_counter() - started) / len(requests)
+            for episode in episodes:
+                episode.record.model_s += share
+            for episode, completion in zip(episodes, completions, strict=True):
+                self._receive(episode, completion)
+
+    def _receive(self, episode: _Running, completion: Completion) -> None:
+        ask = episode.pending
+        assert ask is not None
+        episode.pending = None
+        record = episode.record
+        record.input_tokens += completion.input_tokens
+        record.output_tokens += completion.output_tokens
+        turn: dict[str, Any] = {"role": ask.role, "output": completion.text}
+        if self.keep_prompts:
+            turn["prompt"] = ask.request.prompt or list(ask.request.messages or ())
+        record.turns.append(turn)
+        if completion.stop_reason == "error":
+            error = completion.error or "backend error"
+            status = "context-limit" if "context length" in error else "agent-error"
+            self._end(episode, status, error)
+            return
+        if self._timed_out(episode):
+            return
+        self._advance(episode, completion)
+
+    def _advance(self, episode: _Running, value: Completion | StepOutcome | None) -> None:
+        """Run the episode logic until it asks a model or ends; env steps run inline."""
+        while True:
+            try:
+                item = episode.logic.send(value) if value is not None else next(episode.logic)
+            except StopIteration:
+                self._end(episode, "agent-error", "the agent ended without finishing the episode")
+                return
+            except Exception as e:  # an agent bug ends this episode only
+                self._end(episode, "agent-error", _error_text(e))
+                return
+            if isinstance(item, Ask):
+                if item.role not in self.backends:
+                    self._end(episode, "agent-error", f"no backend for role {item.role!r}")
+                else:
+                    episode.pending = item
+                return
+            if not isinstance(item, Act):
+                self._end(episode, "agent-error", f"agent yielded {type(item).__name__}")
+                return
+            outcome = self._step(episode, item.action)
+            if outcome is None:
+                return
+            value = outcome
+
+    def _step(self, episode: _Running, action: str) -> StepOutcome | None:
+        record = episode.record
+        invalid_before = record.invalid_actions
+        started = time.perf_counter()
+        try:
+            observation, reward, terminated, truncated, info = episode.env.step(action)
+        except Exception as e:  # envs promise not to raise on actions; if one does, record it
+            self._end(episode, "env-error", _error_text(e))
+            return None
+        finally:
+            record.env_s += time.perf_counter() - started
+        record.tool_s = float(info.get("tool_seconds", record.tool_s))
+        record.steps = int(info.get("steps", record.steps + 1))
+        record.invalid_actions = int(info.get("invalid_actions", 0))
+        record.tool_errors = int(info.get("tool_errors", 0))
+        record.turns.append({"action": action, "observation": observation})
+        if terminated:
+            record.reward = float(reward)
+            record.metrics = dict(info.get("metrics", {}))
+            record.prediction = info.get("prediction")
+            record.gold_answer = info.get("gold_answer")
+            self._end(episode, "completed", None)
+            return None
+        if truncated:
+            self._end(episode, "step-limit", f"the env's step limit after {record.steps} steps")
+            return None
+        episode.invalid_streak = (
+            episode.invalid_streak + 1 if record.invalid_actions > invalid_before else 0
+        )
+        if episode.invalid_streak >= self.max_invalid_actions:
+            self._end(episode, "invalid-action-limit", f"{episode.invalid_streak} invalid in a row")
+            return None
+        if self._timed_out(episode):
+            return None
+        return StepOutcome(observation, float(reward), terminated, truncated, info)
+
+    def _timed_out(self, episode: _Running) -> bool:
+        if self.wall_timeout is None:
+            return False
+        if time.monotonic() - episode.started <= self.wall_timeout:
+            return False
+        self._end(episode, "step-limit", f"wall timeout of {self.wall_timeout} s")
+        return True
+
+    def _end(self, episode: _Running, status: str, reason: str | None) -> None:
+        if episode.done:
+            return
+        episode.done = True
+        episode.pending = None
+        episode.record.status = status
+        episode.record.reason = reason
+        if episode.logic is not None:
+            episode.logic.close()
+
+
+def _error_text(error: BaseException) -> str:
+    """Return ``Type: message`` and the innermost frame of a traceback, on one line."""
+    frames = traceback.extract_tb(error.__traceback__)
+    where = f" (at {frames[-1].filename.rsplit('/', 1)[-1]}:{frames[-1].lineno})" if frames else ""
+    return f"{type(error).__name__}: {error}{where}"
+
+
+class _Progress:
+    """A tqdm bar showing episodes/s, tokens/s and the status counts."""
+
+    def __init__(self, total: int) -> None:
+        from tqdm import tqdm
+
+        self.bar = tqdm(total=total, unit="ep", desc="episodes", dynamic_ncols=True)
+        self.started = time.monotonic()
+        self.tokens = 0
+        self.counts: dict[str, int] = {}
+
+    def update(self, record: EpisodeRecord) -> None:
+        self.tokens += record.output_tokens
+        self.counts[record.status] = self.counts.get(record.status, 0) + 1
+        elapsed = max(time.monotonic() - self.started, 1e-6)
+        self.bar.set_postfix(tok_s=f"{self.tokens / elapsed:.1f}", **self.counts)
+        self.bar.update(1)
+
+    def close(self) -> None:
+        self.bar.close()

@@ -1,0 +1,495 @@
+"""Run untrusted Python in a separate, resource-limited process.
+
+:func:`run_python` is the only entry point. Each call gets:
+
+* **a separate interpreter**: ``sys.executable -s -P`` started with an argument list (never a
+  shell string), in its own session and process group;
+* **a fresh working directory** from :func:`tempfile.mkdtemp`, removed afterwards, which is also
+  ``HOME`` and ``TMPDIR``;
+* **a minimal environment** built from scratch: nothing of the parent's environment (API keys,
+  tokens) is inherited;
+* **rlimits**, set inside the child before the program runs, soft and hard alike, so that the
+  program cannot raise them again: ``RLIMIT_CPU``, ``RLIMIT_AS``, ``RLIMIT_FSIZE``,
+  ``RLIMIT_NOFILE``, ``RLIMIT_CORE = 0`` and, where it counts only the sandbox, ``RLIMIT_NPROC``;
+* **namespaces** through util-linux ``unshare``, when the OS allows them (probed once per
+  process): a network namespace with no interface up (``network=False``), a PID namespace whose
+  every process the kernel kills when the sandbox's first process ends, and a user namespace,
+  which takes away the host capabilities of a root caller (it can no longer raise its rlimits);
+* **a wall-clock timeout** after which the whole process group, and with it the PID namespace,
+  is killed with ``SIGKILL``;
+* **bounded output**: each of stdout and stderr is kept up to ``max_output_bytes``; the rest is
+  read and dropped, so a chatty program neither blocks nor fills our memory.
+
+Why ``-s -P`` and not ``-I``: ``-I`` is ``-E -s -P``, and ``-E`` would make Python ignore
+``PYTHONHASHSEED``, so that ``print({"a", "b"})`` could differ from run to run. The environment
+is built from scratch here, so ``-E`` has nothing left to protect against.
+
+Bounding the number of processes: ``RLIMIT_NPROC`` counts all processes of a user and the
+kernel never applies it to uid 0. It is therefore set only for a non-root caller inside its own
+user namespace, where the count is the sandbox's alone. In the PID namespace the sandbox's first
+process also lowers the namespace's ``pid_max`` (Linux 6.14 and later, minimum 301), which caps
+processes and threads for root as well. Without a PID namespace, the wall timeout is the only
+bound, and children that leave the process group (``os.setsid``) can outlive it.
+
+What is **not** isolated: the filesystem (the program can read, and write with the caller's
+permissions, anything outside its directory), CPU time shared with other processes, and the
+network when namespaces are refused (a ``RuntimeWarning`` says so, once per process).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import selectors
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import warnings
+from dataclasses import dataclass
+from functools import lru_cache
+
+from lumos_gym.errors import SandboxError
+
+__all__ = ["SandboxResult", "namespace_flags", "run_python"]
+
+#: The whole environment of a sandboxed program.
+BASE_ENV = {
+    "PATH": "/usr/local/bin:/usr/bin:/bin",
+    "LANG": "C.UTF-8",
+    "LC_ALL": "C.UTF-8",
+    "PYTHONHASHSEED": "0",
+    "PYTHONIOENCODING": "utf-8",
+    "PYTHONDONTWRITEBYTECODE": "1",
+}
+
+#: Name of the program file inside the sandbox's working directory.
+PROGRAM_FILE = "main.py"
+
+#: Prefix of the temporary working directories (tests look for leftovers by it).
+TEMP_PREFIX = "lumos-sandbox-"
+
+# The kernel refuses a pid_max below 301 (RESERVED_PIDS + 1).
+_MIN_PID_MAX = 301
+_READ_CHUNK = 65536
+_POLL_S = 0.05
+_GRACE_S = 0.2
+
+# Runs in the child as `python -s -P -c _BOOT STATUS_FD PID_MAX NAME:SOFT:HARD...`.
+# As the first process (pid 1) of a fresh PID namespace it lowers pid_max, forks the program
+# and reports the program's wait status on STATUS_FD, since pid 1 cannot die of its own signal.
+# The program process closes STATUS_FD, sets the rlimits and runs main.py as __main__.
+_BOOT = """\
+import os, sys
+
+def _supervise(child, status_fd):
+    status = 0
+    while True:
+        try:
+            pid, status = os.wait()
+        except ChildProcessError:
+            break
+        if pid == child:
+            break
+    try:
+        os.write(status_fd, str(status).encode())
+    except OSError:
+        pass
+    code = os.waitstatus_to_exitcode(status)
+    os._exit(code if code >= 0 else 128 - code)
+
+def _limit(spec):
+    import resource
+    name, soft, hard = spec.split(":")
+    which = getattr(resource, "RLIMIT_" + name)
+    soft, hard = int(soft), int(hard)
+    current = resource.getrlimit(which)[1]
+    if current != resource.RLIM_INFINITY:
+        hard = min(hard, current)
+        soft = min(soft, hard)
+    resource.setrlimit(which, (soft, hard))
+
+def _main():
+    status_fd, pid_max = int(sys.argv[1]), int(sys.argv[2])
+    if os.getpid() == 1:
+        if pid_max:
+            try:
+                with open("/proc/sys/kernel/pid_max", "w") as f:
+                    f.write(str(pid_max))
+            except OSError:
+                pass
+        child = os.fork()
+        if child:
+            _supervise(child, status_fd)
+    if status_fd >= 0:
+        os.close(status_fd)
+    for spec in sys.argv[3:]:
+        _limit(spec)
+    sys.argv = ["main.py"]
+    with open("main.py", "rb") as f:
+        source = f.read()
+    scope = {"__name__": "__main__", "__file__": "main.py", "__builtins__": __builtins__}
+    try:
+        exec(compile(source, "main.py", "exec"), scope)
+    except SystemExit:
+        raise
+    except BaseException as e:
+        import traceback
+        traceback.print_exception(type(e), e, e.__traceback__.tb_next)
+        sys.exit(1)
+
+_main()
+"""
+
+
+@dataclass(frozen=True)
+class SandboxResult:
+    """The outcome of one :func:`run_python` call.
+
+    Attributes:
+        stdout: the program's standard output, decoded as UTF-8 (undecodable bytes replaced),
+            cut at ``max_output_bytes``.
+        stderr: the same for standard error (tracebacks end up here).
+        returncode: the program's exit status; ``-N`` when signal ``N`` killed it.
+        timed_out: True when the wall-clock timeout killed the program.
+        signal: the name of the signal that ended the program (``"SIGKILL"``, ``"SIGXCPU"``),
+            or None when it exited by itself.
+        duration_s: wall-clock seconds from start to end, including process start-up.
+        network_isolated: True when the program ran in a network namespace with no interface
+            up, i.e. it could reach no network at all, not even the host's loopback.
+        truncated: True when stdout or stderr was longer than ``max_output_bytes``.
+    """
+
+    stdout: str
+    stderr: str
+    returncode: int
+    timed_out: bool
+    signal: str | None
+    duration_s: float
+    network_isolated: bool
+    truncated: bool = False
+
+    @property
+    def ok(self) -> bool:
+        """Return True when the program exited with status 0 in time."""
+        return self.returncode == 0 and not self.timed_out
+
+
+# Namespace flag sets, best first. -r (a user namespace) works for non-root callers and takes
+# host capabilities away from root; -p -f --kill-child gives a PID namespace that dies with
+# its first process, and kills it when unshare dies.
+_PID_FLAGS = ("-p", "-f", "--kill-child")
+_CANDIDATES = {
+    False: (("-r", "-n", *_PID_FLAGS), ("-n", *_PID_FLAGS), ("-r", "-n"), ("-n",)),
+    True: (("-r", *_PID_FLAGS), _PID_FLAGS),
+}
+_warn_lock = threading.Lock()
+_warned = False
+
+
+@lru_cache(maxsize=1)
+def _unshare_path() -> str | None:
+    return shutil.which("unshare")
+
+
+@lru_cache(maxsize=2)
+def namespace_flags(network: bool) -> tuple[str, ...]:
+    """Return the ``unshare`` flags that work here for ``network`` (probed once, cached).
+
+    Args:
+        network: whether the program may use the network. When False, only flag sets that
+            include a network namespace (``-n``) qualify.
+
+    Returns:
+        The first candidate flag set with which ``unshare FLAGS true`` succeeds, or ``()`` when
+        none does (no ``unshare``, or namespaces refused by the kernel or a seccomp policy).
+    """
+    unshare = _unshare_path()
+    if unshare is None or not sys.platform.startswith("linux"):
+        return ()
+    for flags in _CANDIDATES[network]:
+        try:
+            probe = subprocess.run(
+                [unshare, *flags, "--", "true"],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                env=BASE_ENV,
+                timeout=10,
+                check=False,
+            )
+        except (OSError, subprocess.SubprocessError):
+            continue
+        if probe.returncode == 0:
+            return flags
+    return ()
+
+
+def _warn_network_open() -> None:
+    global _warned
+    with _warn_lock:
+        if _warned:
+            return
+        _warned = True
+    warnings.warn(
+        "lumos_gym sandbox: this OS refuses network namespaces (`unshare -n` / `unshare -rn` "
+        "failed), so sandboxed code runs with the network NOT cut; run as root or enable "
+        "unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1 / "
+        "user.max_user_namespaces) to isolate it",
+        RuntimeWarning,
+        stacklevel=3,
+    )
+
+
+def _rlimits(
+    *,
+    timeout: float,
+    memory_mb: int,
+    cpu_seconds: int | None,
+    max_file_mb: int,
+    max_open_files: int,
+    nproc: int | None,
+) -> list[str]:
+    cpu = cpu_seconds if cpu_seconds is not None else math.ceil(timeout) + 1
+    specs = [
+        f"CPU:{cpu}:{cpu + 1}",
+        f"AS:{memory_mb << 20}:{memory_mb << 20}",
+        f"FSIZE:{max_file_mb << 20}:{max_file_mb << 20}",
+        f"NOFILE:{max_open_files}:{max_open_files}",
+        "CORE:0:0",
+    ]
+    if nproc is not None:
+        specs.append(f"NPROC:{nproc}:{nproc}")
+    return specs
+
+
+def _kill_group(pgid: int) -> None:
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
+class _Output:
+    """Collects one stream up to a byte limit, dropping (but still reading) the rest."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.data = bytearray()
+        self.dropped = False
+
+    def feed(self, chunk: bytes) -> None:
+        room = self.limit - len(self.data)
+        if len(chunk) > room:
+            self.dropped = True
+        if room > 0:
+            self.data += chunk[:room]
+
+    def text(self) -> str:
+        return self.data.decode("utf-8", errors="replace")
+
+
+def _collect(
+    proc: subprocess.Popen[bytes], deadline: float, outputs: dict[int, _Output], pidns: bool
+) -> bool:
+    """Read the child's pipes until both close or ``deadline``; return True on timeout."""
+    assert proc.stdout is not None and proc.stderr is not None
+    exited_at: float | None = None
+    with selectors.DefaultSelector() as selector:
+        for stream in (proc.stdout, proc.stderr):
+            selector.register(stream, selectors.EVENT_READ)
+        while selector.get_map():
+            now = time.monotonic()
+            if now >= deadline:
+                return True
+            if exited_at is not None and now - exited_at > _GRACE_S:
+                break  # whatever still holds the pipes has left the process group
+            events = selector.select(min(deadline - now, _POLL_S))
+            for key, _ in events:
+                chunk = os.read(key.fd, _READ_CHUNK)
+                if chunk:
+                    outputs[key.fd].feed(chunk)
+                else:
+                    selector.unregister(key.fileobj)
+            if not events and exited_at is None and proc.poll() is not None:
+                # The program is gone but something it started still holds the pipes.
+                exited_at = time.monotonic()
+                if not pidns:
+                    _kill_group(proc.pid)
+    try:
+        proc.wait(timeout=max(deadline - time.monotonic(), 0.001))
+    except subprocess.TimeoutExpired:
+        return True  # it closed its output but kept running
+    return False
+
+
+def _read_status(fd: int) -> int | None:
+    try:
+        raw = os.read(fd, 64)
+    except BlockingIOError:
+        return None
+    try:
+        return int(raw.decode()) if raw else None
+    except ValueError:
+        return None
+
+
+def run_python(
+    code: str,
+    *,
+    timeout: float = 5.0,
+    memory_mb: int = 512,
+    cpu_seconds: int | None = None,
+    max_file_mb: int = 16,
+    max_open_files: int = 64,
+    max_output_bytes: int = 65536,
+    max_processes: int = 64,
+    network: bool = False,
+    stdin: str | None = None,
+) -> SandboxResult:
+    """Run ``code`` as a Python program in a sandbox (see the module docstring) and wait.
+
+    Args:
+        code: the program text, run as ``__main__`` from ``main.py`` in a fresh directory.
+        timeout: wall-clock seconds before the program, and everything it started, is killed.
+        memory_mb: address-space limit (``RLIMIT_AS``) of each process, in MiB.
+        cpu_seconds: CPU-time limit (``RLIMIT_CPU``); by default ``ceil(timeout) + 1``, a
+            backstop behind the wall timeout. Exceeding it kills with ``SIGXCPU``.
+        max_file_mb: largest file the program may write (``RLIMIT_FSIZE``), in MiB; Python
+            ignores ``SIGXFSZ``, so a larger write raises ``OSError: File too large``.
+        max_open_files: file descriptors per process (``RLIMIT_NOFILE``).
+        max_output_bytes: bytes of stdout, and separately of stderr, kept.
+        max_processes: processes and threads the program may run at once, where it can be
+            enforced (see the module docstring; for root the kernel minimum of 300 applies).
+        network: allow network access. When False the program runs in an empty network
+            namespace if the OS allows one; otherwise it runs anyway, with a one-time warning.
+        stdin: text fed to the program's standard input; by default it reads end-of-file.
+
+    Returns:
+        A :class:`SandboxResult`. A program that fails (non-zero exit, timeout, signal) is a
+        result, not an exception.
+
+    Raises:
+        ValueError: for a non-positive limit.
+        SandboxError: when the sandbox process cannot be started at all.
+    """
+    limits = {
+        "timeout": timeout,
+        "memory_mb": memory_mb,
+        "max_file_mb": max_file_mb,
+        "max_open_files": max_open_files,
+        "max_output_bytes": max_output_bytes,
+        "max_processes": max_processes,
+    }
+    for name, value in limits.items():
+        if not value > 0:
+            raise ValueError(f"{name} must be positive, got {value!r}")
+    if cpu_seconds is not None and cpu_seconds <= 0:
+        raise ValueError(f"cpu_seconds must be positive, got {cpu_seconds!r}")
+
+    flags = namespace_flags(network)
+    isolated = "-n" in flags
+    if not network and not isolated:
+        _warn_network_open()
+    pidns = "-p" in flags
+    in_userns = "-r" in flags
+    # RLIMIT_NPROC counts per user; only a user namespace of our own makes that the sandbox.
+    nproc = max_processes if in_userns and os.geteuid() != 0 else None
+    prefix = [_unshare_path() or "unshare", *flags, "--"] if flags else []
+    rlimits = _rlimits(
+        timeout=timeout,
+        memory_mb=memory_mb,
+        cpu_seconds=cpu_seconds,
+        max_file_mb=max_file_mb,
+        max_open_files=max_open_files,
+        nproc=nproc,
+    )
+
+    workdir = tempfile.mkdtemp(prefix=TEMP_PREFIX)
+    status_r = status_w = -1
+    stdin_file = None
+    try:
+        with open(os.path.join(workdir, PROGRAM_FILE), "w", encoding="utf-8") as f:
+            f.write(code)
+        if pidns:
+            status_r, status_w = os.pipe()
+            os.set_blocking(status_r, False)
+        if stdin is not None:
+            stdin_file = tempfile.TemporaryFile()
+            stdin_file.write(stdin.encode("utf-8"))
+            stdin_file.seek(0)
+        pid_max = max(max_processes + 1, _MIN_PID_MAX) if pidns else 0
+        command = [
+            *prefix,
+            sys.executable,
+            "-s",
+            "-P",
+            "-c",
+            _BOOT,
+            str(status_w),
+            str(pid_max),
+            *rlimits,
+        ]
+        env = {**BASE_ENV, "HOME": workdir, "TMPDIR": workdir}
+        start = time.monotonic()
+        try:
+            proc = subprocess.Popen(
+                command,
+                stdin=stdin_file if stdin_file is not None else subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                cwd=workdir,
+                env=env,
+                start_new_session=True,
+                pass_fds=(status_w,) if status_w >= 0 else (),
+            )
+        except OSError as e:
+            raise SandboxError(f"could not start the sandbox: {e}") from e
+        if status_w >= 0:
+            os.close(status_w)
+            status_w = -1
+        with proc:
+            assert proc.stdout is not None and proc.stderr is not None
+            outputs = {
+                proc.stdout.fileno(): _Output(max_output_bytes),
+                proc.stderr.fileno(): _Output(max_output_bytes),
+            }
+            try:
+                timed_out = _collect(proc, start + timeout, outputs, pidns)
+            finally:
+                # Kills the group on timeout or error; without a PID namespace it also ends
+                # whatever the program left running in its group.
+                if proc.poll() is None or not pidns:
+                    _kill_group(proc.pid)
+                proc.wait()
+            duration = time.monotonic() - start
+            stdout, stderr = outputs[proc.stdout.fileno()], outputs[proc.stderr.fileno()]
+        status = _read_status(status_r) if status_r >= 0 and not timed_out else None
+        returncode = os.waitstatus_to_exitcode(status) if status is not None else proc.returncode
+        return SandboxResult(
+            stdout=stdout.text(),
+            stderr=stderr.text(),
+            returncode=returncode,
+            timed_out=timed_out,
+            signal=_signal_name(-returncode) if returncode < 0 else None,
+            duration_s=duration,
+            network_isolated=isolated,
+            truncated=stdout.dropped or stderr.dropped,
+        )
+    finally:
+        for fd in (status_r, status_w):
+            if fd >= 0:
+                os.close(fd)
+        if stdin_file is not None:
+            stdin_file.close()
+        shutil.rmtree(workdir, ignore_errors=True)

@@ -1,0 +1,236 @@
+import json
+import random
+import socket
+import sys
+import threading
+from pathlib import Path
+
+import gymnasium as gym
+import pytest
+
+import lumos_gym  # noqa: F401  (registers the envs)
+from lumos_gym.envs import ENVS, env_ids
+from lumos_gym.envs.base import LumosEnv, normalize_text, text_charset
+from lumos_gym.envs.checks import check_env_id, replay_gold
+from lumos_gym.envs.math import MathEnv
+from lumos_gym.envs.tasks import Task
+from lumos_gym.errors import DataError
+
+MATH_IDS = ["lumos/GSM8K-v0", "lumos/SVAMP-v0", "lumos/ASDiv-v0", "lumos/MathWord-v0"]
+
+
+def make(env_id="lumos/MathWord-v0", **kwargs):
+    return gym.make(env_id, **kwargs)
+
+
+@pytest.mark.parametrize("env_id", MATH_IDS)
+def test_registered_env_passes_checker_and_oracle(env_id):
+    report = check_env_id(env_id)
+    assert report.api_ok, report.api_error
+    assert not report.warnings, report.warnings
+    assert report.replays, "every math env has gold actions to replay"
+    failures = [(r.task_id, r.errors, r.reward) for r in report.replays if not r.ok]
+    assert not failures
+
+
+def test_all_math_envs_are_registered():
+    assert set(MATH_IDS) <= set(env_ids())
+    assert ENVS.get("lumos/GSM8K-v0").max_episode_steps > 0
+
+
+def test_reset_info_and_gold_answer_only_after_termination():
+    env = make()
+    obs, info = env.reset(seed=3)
+    assert obs and info["task_type"] == "math"
+    assert "Answer" in info["action_names"] and "Calculator" in info["action_names"]
+    assert info["instruction_actions"][0] == "Calculator"
+    assert any(a.startswith("Calculator(formula): ") for a in info["actions"])
+    assert "gold_answer" not in info and "metrics" not in info
+    task = env.unwrapped.tasks[[t.id for t in env.unwrapped.tasks].index(info["task_id"])]
+    for step_text in task.gold_actions[:-1]:
+        _, reward, terminated, _, info = env.step(step_text)
+        assert not terminated and reward == 0.0 and "gold_answer" not in info
+    _, reward, terminated, _, info = env.step(task.gold_actions[-1])
+    assert terminated and reward == 1.0
+    assert info["metrics"] == {"accuracy": 1.0}
+    assert info["gold_answer"] == task.answer
+
+
+def test_same_seed_same_task():
+    env = make()
+    assert env.reset(seed=7)[1]["task_id"] == env.reset(seed=7)[1]["task_id"]
+    first = env.reset(options={"task_id": env.unwrapped.tasks[2].id})[1]["task_id"]
+    assert first == env.unwrapped.tasks[2].id
+
+
+def test_wrong_answer_scores_zero():
+    env = make()
+    env.reset(seed=0)
+    _, reward, terminated, _, info = env.step("Answer(-123456.5)")
+    assert terminated and reward == 0.0 and info["metrics"]["accuracy"] == 0.0
+
+
+@pytest.mark.parametrize(
+    ("action", "needle", "counter"),
+    [
+        ("R1 = Calculator(", "cannot parse", "invalid_actions"),
+        ("R1 = Teleport(home)", "allowed: Calculator", "invalid_actions"),
+        ("R1 = Calculator(R7 + 1)", "undefined variable R7", "invalid_actions"),
+        ("R1, R2 = Calculator(1 + 1)", "output variable", "tool_errors"),
+        ("R1 = Calculator(__import__('os').system('echo hacked'))", "Error:", "tool_errors"),
+        ("Answer(R9)", "undefined variable R9", "invalid_actions"),
+    ],
+)
+def test_bad_actions_are_observations(action, needle, counter):
+    env = make()
+    env.reset(seed=0)
+    obs, reward, terminated, truncated, info = env.step(action)
+    assert obs.startswith("Error:") and needle in obs
+    assert info[counter] == 1 and not terminated and reward == 0.0
+
+
+def test_errors_stop_the_rest_of_a_step_and_bindings_persist():
+    env = make()
+    env.reset(seed=0)
+    obs, *_ , info = env.step("R1 = Calculator(2 + 3); R2 = Nope(1); R3 = Calculator(1)")
+    assert obs.splitlines()[0] == "R1 = 5" and obs.splitlines()[1].startswith("Error:")
+    assert "R3" not in info["variables"]
+    obs, *_ = env.step("R2 = Calculator(R1 * 4)")
+    assert obs == "R2 = 20"
+
+
+def test_calculator_never_runs_python():
+    marker = Path("/tmp") / f"lumos-gym-pwned-{random.random()}"
+    env = make()
+    env.reset(seed=0)
+    obs, *_ = env.step(f"R1 = Calculator(__import__('os').system('touch {marker}'))")
+    assert obs.startswith("Error:") and not marker.exists()
+
+
+def test_code_action_cannot_open_sockets():
+    from lumos_gym.tools.sandbox import namespace_flags
+
+    if "-n" not in namespace_flags(False):
+        pytest.skip("this OS refuses network namespaces (unshare -n)")
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+    server.settimeout(5)
+    port = server.getsockname()[1]
+    accepted = []
+    thread = threading.Thread(
+        target=lambda: accepted.append(_accept_quietly(server)), daemon=True
+    )
+    thread.start()
+    env = make()
+    env.reset(seed=0)
+    code = (
+        f"import socket; s = socket.create_connection(('127.0.0.1', {port}), timeout=2); "
+        "print('connected')"
+    )
+    obs, *_ , info = env.step(f"R1 = Code({code})")
+    server.close()
+    thread.join(6)
+    assert obs.startswith("Error:"), obs
+    assert info["tool_errors"] == 1
+    assert accepted == [False]
+
+
+def _accept_quietly(server):
+    try:
+        conn, _ = server.accept()
+        conn.close()
+        return True
+    except OSError:
+        return False
+
+
+def test_ten_thousand_random_strings_raise_nothing():
+    env = make()
+    env.reset(seed=0)
+    rng = random.Random(0)
+    charset = sorted(set("R1234567890 =,()[];:.+-*/^%$<>!'\"\\_abcxyzCalculatorAnswerOutput"))
+    names = ["Calculator", "SolveEquation", "Define", "Count", "SetEquation", "Answer", "Foo"]
+    for i in range(10_000):
+        kind = i % 3
+        if kind == 0:
+            text = env.action_space.sample()[: rng.randint(0, 60)]
+        elif kind == 1:
+            text = "".join(rng.choice(charset) for _ in range(rng.randint(0, 40)))
+        else:
+            args = "".join(rng.choice("0123456789+-*/^() R.,=x") for _ in range(rng.randint(0, 12)))
+            text = f"R{rng.randint(1, 4)} = {rng.choice(names)}({args})"
+        obs, reward, terminated, truncated, info = env.step(text)
+        assert isinstance(obs, str)
+        if terminated or truncated:
+            env.reset(seed=i)
+
+
+def test_observations_stay_in_the_text_space():
+    assert normalize_text("a\x00b") == "a?b"
+    assert len(normalize_text("x" * 300_000)) <= 200_000
+    assert "é" in text_charset() and "\n" in text_charset()
+
+
+def _official_gsm8k_records(n):
+    """Write records in the official GSM8K layout (question, answer with <<>> marks, ####)."""
+    records = []
+    for i in range(n):
+        a, b = 3 + i % 17, 2 + i % 5
+        answer = (
+            f"She buys {a} boxes of {b} pens, so she has {a}*{b}=<<{a}*{b}={a * b}>>{a * b} pens.\n"
+            f"She gives away 1 pen, so she keeps {a * b}-1=<<{a * b}-1={a * b - 1}>>{a * b - 1}.\n"
+            f"#### {a * b - 1:,}"
+        )
+        question = f"Problem {i}: {a} boxes of {b} pens, minus one?"
+        records.append({"question": question, "answer": answer})
+    return records
+
+
+def test_gsm8k_reads_a_complete_official_size_test_file(tmp_path):
+    path = tmp_path / "test.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in _official_gsm8k_records(1319)))
+    env = gym.make("lumos/GSM8K-v0", split="test", source=str(path))
+    assert len(env.unwrapped.tasks) == 1319
+    assert env.unwrapped.tasks[0].id == "gsm8k/test/0"
+    assert env.unwrapped.source.describe()["sha256"]
+    for task in env.unwrapped.tasks[:50]:
+        assert replay_gold(env.unwrapped, task).ok
+
+
+def test_missing_and_malformed_files_are_one_line_errors(tmp_path):
+    with pytest.raises(DataError, match="no such file"):
+        gym.make("lumos/GSM8K-v0", source=str(tmp_path / "absent.jsonl"))
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"question": "x", "answer": "#### 1"}\n{not json\n')
+    with pytest.raises(DataError) as info:
+        gym.make("lumos/GSM8K-v0", source=str(bad))
+    assert str(bad) in str(info.value) and "\n" not in str(info.value)
+    with pytest.raises(DataError, match="lumos-gym data download gsm8k"):
+        MathEnv(dataset="gsm8k", split="test", source="official")
+
+
+def test_env_accepts_explicit_tasks_and_limit():
+    tasks = [
+        Task(id=f"t{i}", question=f"{i}+1?", answer=str(i + 1), task_type="math") for i in range(5)
+    ]
+    env = MathEnv(tasks=tasks, limit=3)
+    assert [t.id for t in env.tasks] == ["t0", "t1", "t2"]
+    assert isinstance(env, LumosEnv)
+
+
+def test_the_adding_an_env_example_works():
+    examples = Path(__file__).resolve().parents[1] / "docs" / "examples"
+    sys.path.insert(0, str(examples))
+    try:
+        import grocery_env
+
+        grocery_env.register()
+        report = check_env_id("lumos/Grocery-v0")
+        assert report.ok, (report.api_error, report.warnings, report.replays)
+        env = gym.make("lumos/Grocery-v0")
+        env.reset(seed=0)
+        obs, *_ = env.step("R1 = PriceLookup(caviar)")
+        assert obs.startswith("Error:") and "apple" in obs
+    finally:
+        sys.path.remove(str(examples))
