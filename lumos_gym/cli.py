@@ -112,6 +112,76 @@ def cmd_data(args: argparse.Namespace) -> int:
     return 0
 
 
+def _role_paths(pairs: Sequence[str]) -> dict[str, str]:
+    """Parse ``--adapter`` values: ``ROLE=PATH`` for one role, a bare ``PATH`` for every role."""
+    adapters: dict[str, str] = {}
+    for pair in pairs:
+        role, sep, path = pair.partition("=")
+        if sep and role in ("planner", "grounder", "policy", "*"):
+            adapters[role] = path
+        else:
+            adapters["*"] = pair
+    return adapters
+
+
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    """Run an agent on envs or a suite, write the results and print the summary table."""
+    from lumos_gym.agents.base import AgentConfig
+    from lumos_gym.envs import load_plugins
+    from lumos_gym.evaluate import ModelOptions, evaluate, format_table
+
+    load_plugins()
+    options: dict[str, Any] = {}
+    if args.device:
+        options["device"] = args.device
+    if args.dtype:
+        options["dtype"] = args.dtype
+    models = ModelOptions(
+        backend=args.backend, model=args.model, planner=args.planner, grounder=args.grounder,
+        adapters=_role_paths(args.adapter), base_url=args.base_url,
+        batch_size=args.batch_size, options=options,
+    )  # fmt: skip
+    config = AgentConfig(
+        max_rounds=args.max_rounds, max_new_tokens=args.max_new_tokens,
+        temperature=args.temperature, seed=args.seed,
+    )  # fmt: skip
+    result = evaluate(
+        args.agent, envs=args.env, suite=args.suite, limit=args.limit,
+        env_kwargs=_parse_kwargs(args.kwarg), models=models, agent_config=config,
+        seed=args.seed, out=args.out, wall_timeout=args.wall_timeout,
+        keep_prompts=args.keep_prompts, progress=not args.no_progress,
+        argv=sys.argv[1:],
+    )  # fmt: skip
+    print(format_table(result.summary))
+    print(f"results: {result.out / 'episodes.jsonl'}, {result.out / 'summary.json'}")
+    return 0
+
+
+def cmd_agents(args: argparse.Namespace) -> int:
+    """Print the registered agents and the model roles each asks."""
+    from lumos_gym.agents import AGENTS
+
+    rows = []
+    for name in AGENTS.names():
+        cls = AGENTS.get(name)
+        doc = (cls.__doc__ or "").strip().splitlines()[0]
+        rows.append([name, ", ".join(cls.roles) or "(none)", doc])
+    print(_table(["agent", "roles", "description"], rows))
+    return 0
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    """Serve a model over an OpenAI-compatible HTTP API until interrupted."""
+    from lumos_gym.serve import serve
+
+    serve(
+        args.model, adapter=args.adapter, host=args.host, port=args.port,
+        served_model_name=args.served_model_name, device=args.device, dtype=args.dtype,
+        batch_size=args.batch_size, max_context=args.max_context,
+    )  # fmt: skip
+    return 0
+
+
 # -------------------------------------------------------------------------------- the parser
 def build_parser() -> argparse.ArgumentParser:
     """Build the argument parser of every verb."""
@@ -148,6 +218,55 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--split", action="append", default=[], help="only this split, repeatable")
     p.add_argument("--force", action="store_true", help="download again")
     p.set_defaults(func=cmd_data)
+
+    p = sub.add_parser("agents", help="list the agents")
+    p.set_defaults(func=cmd_agents)
+
+    p = sub.add_parser(
+        "evaluate", help="run an agent on envs or a suite and print a summary table",
+        description="Run an agent on envs or a suite. With no flag: lumos-i on the offline "
+        "default suite with SmolLM2-135M (hf backend, CPU).",
+    )  # fmt: skip
+    p.add_argument("--agent", default="lumos-i", help="agent name (lumos-gym agents)")
+    p.add_argument("--env", action="append", default=[], help="env id, repeatable")
+    p.add_argument("--suite", default=None, help="suite name (default: 'default')")
+    p.add_argument("--limit", type=int, default=None, help="at most N tasks per env")
+    p.add_argument("--kwarg", "-k", action="append", default=[], metavar="KEY=VALUE",
+                   help="env constructor argument (JSON value), repeatable")
+    p.add_argument("--backend", default="hf", choices=["hf", "openai", "vllm"])
+    p.add_argument("--model", default=None,
+                   help="model of every role: hub id, local folder or 'smollm2-135m' (default)")
+    p.add_argument("--planner", default=None, help="the planner's model")
+    p.add_argument("--grounder", default=None, help="the grounder's model")
+    p.add_argument("--adapter", action="append", default=[], metavar="[ROLE=]PATH",
+                   help="peft adapter folder, for one role (planner=..., grounder=...) or all")
+    p.add_argument("--base-url", default=None, help="OpenAI-compatible server (openai backend)")
+    p.add_argument("--batch-size", type=int, default=8, help="episodes in flight (batch size)")
+    p.add_argument("--device", default=None, help="torch device (hf backend)")
+    p.add_argument("--dtype", default=None, help="torch dtype (hf backend)")
+    p.add_argument("--max-rounds", type=int, default=None,
+                   help="plan/ground rounds per episode (default: Lumos' limit per task type)")
+    p.add_argument("--max-new-tokens", type=int, default=128)
+    p.add_argument("--temperature", type=float, default=0.0)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--wall-timeout", type=float, default=None, help="seconds per episode")
+    p.add_argument("--out", default=None, help="results folder (default: results/AGENT)")
+    p.add_argument("--keep-prompts", action="store_true", help="store prompts in the records")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(func=cmd_evaluate)
+
+    p = sub.add_parser("serve", help="serve a model over an OpenAI-compatible HTTP API")
+    p.add_argument("--model", default="smollm2-135m",
+                   help="hub id, local folder or 'smollm2-135m' (default)")
+    p.add_argument("--adapter", default=None, help="peft adapter folder")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--served-model-name", default=None)
+    p.add_argument("--device", default=None)
+    p.add_argument("--dtype", default=None)
+    p.add_argument("--batch-size", type=int, default=8)
+    p.add_argument("--max-context", type=int, default=None)
+    p.set_defaults(func=cmd_serve)
 
     return parser
 

@@ -1,1 +1,36 @@
-"""Agents and the model backends they ask for completions."""
+"""Agents and the runner that batches their model calls (see :mod:`lumos_gym.agents.base`).
+
+Agents are registered by name, lazily: ``make_agent("lumos-i")`` imports only that agent.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lumos_gym.agents.base import AGENTS, Act, Agent, AgentConfig, Ask, StepOutcome
+
+for _name, _path in {
+    "lumos-i": "lumos_gym.agents.lumos:LumosIterativeAgent",
+    "lumos-o": "lumos_gym.agents.lumos:LumosOnetimeAgent",
+    "integrated": "lumos_gym.agents.baselines:IntegratedAgent",
+    "react": "lumos_gym.agents.baselines:ReActAgent",
+    "cot": "lumos_gym.agents.baselines:CoTAgent",
+    "direct": "lumos_gym.agents.baselines:DirectAgent",
+    "oracle": "lumos_gym.agents.oracle:OracleAgent",
+}.items():
+    AGENTS.register(_name, _path)
+
+
+def make_agent(name: str, config: AgentConfig | None = None, **settings: Any) -> Agent:
+    """Return the agent registered as ``name``.
+
+    Args:
+        name: e.g. ``"lumos-i"``; ``lumos-gym agents`` lists them.
+        config: the agent settings; or give them as keyword arguments.
+        **settings: :class:`AgentConfig` fields, when ``config`` is None.
+    """
+    cls = AGENTS.get(name)
+    return cls(config or AgentConfig(**settings))
+
+
+__all__ = ["AGENTS", "Act", "Agent", "AgentConfig", "Ask", "StepOutcome", "make_agent"]

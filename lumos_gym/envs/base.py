@@ -99,7 +99,8 @@ class LumosEnv(gym.Env[str, str], ABC):
             agent and env validation only; off by default so no agent sees them by accident).
     """
 
-    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi", "human"]}
+    # render_fps is declared for Gymnasium's checker; text renders have no frame rate to keep.
+    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi", "human"], "render_fps": 1}
     #: One of :data:`lumos_gym.envs.tasks.TASK_TYPES`.
     task_type: ClassVar[str] = "math"
     #: The tools of the env, in the order of its grounding instruction.

@@ -117,10 +117,15 @@ def resolve_env_id(spec: str) -> str:
     """Return the env id of ``spec``, importing its module first for ``"module:lumos/Name-v0"``.
 
     This is Gymnasium's ``module:id`` convention: a module that registers envs on import can
-    be named on the command line without being installed as a plugin.
+    be named on the command line without being installed as a plugin. The ``lumos/``
+    namespace may be left out; an unknown id raises a ``RegistryError`` with suggestions.
     """
     module, sep, env_id = spec.rpartition(":")
     if sep and module:
         importlib.import_module(module)
         return env_id
+    load_plugins()
+    if spec not in ENVS and f"lumos/{spec}" in ENVS:
+        return f"lumos/{spec}"  # the namespace may be left out: GSM8K-v0
+    ENVS.get(spec)  # an unknown id raises, with the closest known ids
     return spec

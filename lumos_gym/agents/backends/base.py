@@ -96,4 +96,16 @@ class Backend(ABC):
         return None  # nothing to release by default
 
 
+def cut_at_stop(text: str, stop: Sequence[str]) -> tuple[str, bool]:
+    """Cut ``text`` before the earliest stop string (servers and decoders may run past one).
+
+    Returns:
+        The text, and whether a stop string was found.
+    """
+    positions = [i for s in stop if s and (i := text.find(s)) >= 0]
+    if not positions:
+        return text, False
+    return text[: min(positions)], True
+
+
 BACKENDS: Registry[type[Backend]] = Registry("backend")

@@ -40,6 +40,7 @@ from lumos_gym.agents.backends.base import (
     Completion,
     GenerationRequest,
     StopReason,
+    cut_at_stop,
 )
 from lumos_gym.errors import BackendError
 
@@ -379,18 +380,6 @@ def normalise_base_url(base_url: str) -> str:
     if parts.scheme not in ("http", "https") or not parts.netloc:
         raise ValueError(f"base_url must look like http://host:port/v1; got {base_url!r}")
     return url if parts.path else f"{url}/v1"
-
-
-def cut_at_stop(text: str, stop: Sequence[str]) -> tuple[str, bool]:
-    """Cut ``text`` before the earliest stop string, as some servers return them.
-
-    Returns:
-        The text, and whether a stop string was found.
-    """
-    positions = [i for s in stop if s and (i := text.find(s)) >= 0]
-    if not positions:
-        return text, False
-    return text[: min(positions)], True
 
 
 def retry_after_seconds(headers: Mapping[str, str]) -> float | None:

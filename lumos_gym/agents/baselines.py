@@ -1,0 +1,136 @@
+"""The baseline agents of the Lumos paper: integrated, ReAct, CoT and direct.
+
+* ``integrated`` — one model writes each subgoal *and* its grounded actions in one turn (the
+  paper's "integrated training" baseline, which the original release left without a format;
+  lumos-gym's format is in :mod:`lumos_gym.prompts` and ``docs/agents.md``).
+* ``react`` — Thought / Action / Observation with the same action language; the model ends the
+  episode with ``Action: Answer(...)``.
+* ``cot`` — reasoning then ``Answer is <answer>.``, no tools (Lumos' CoT training format).
+* ``direct`` — the answer only (Lumos' direct training format).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+from lumos_gym import prompts
+from lumos_gym.agents.base import Act, Agent, Ask, EpisodeLogic, StepOutcome
+from lumos_gym.agents.lumos import (
+    ENV_ENDED_TYPES,
+    LUMOS_ROUNDS,
+    action_specs,
+    final_answer,
+    has_error,
+    last_result,
+    sanitize_answer,
+    tool_specs,
+)
+
+
+class _PolicyAgent(Agent):
+    """An agent with one model, the ``policy``."""
+
+    roles: ClassVar[tuple[str, ...]] = ("policy",)
+
+    def rounds(self, task_type: str) -> int:
+        """Return the most think/act rounds of an episode of ``task_type``."""
+        if self.config.max_rounds is not None:
+            return self.config.max_rounds
+        return LUMOS_ROUNDS.get(task_type, 5)
+
+    def ask(self, prompt: str, stop: tuple[str, ...]) -> Ask:
+        """Return an ask for the policy model."""
+        return Ask("policy", self.request(prompt=prompt, stop=stop))
+
+    def submit(self, task_type: str, outcome: StepOutcome | None) -> EpisodeLogic:
+        """Submit ``Answer(<last variable>)`` unless the episode has already ended."""
+        if outcome is not None and outcome.terminated:
+            return
+        if task_type not in ENV_ENDED_TYPES:
+            yield Act(final_answer(outcome))
+
+    def answer(self, text: str) -> EpisodeLogic:
+        """Submit a free-text answer; ``Answer()`` if the env refused it."""
+        outcome = yield Act(f"Answer({sanitize_answer(text)})")
+        if not outcome.terminated:
+            yield Act("Answer()")
+
+
+class IntegratedAgent(_PolicyAgent):
+    """One model plans and grounds: ``Subgoal k: ...`` then ``Actions: ...`` in each turn."""
+
+    name = "integrated"
+
+    def episode(self, observation: str, info: Mapping[str, Any]) -> EpisodeLogic:
+        """Plan-and-ground a subgoal, execute, feed back; stop like Lumos-I's planner."""
+        task_type = str(info.get("task_type", "math"))
+        web = task_type in ENV_ENDED_TYPES
+        first = prompts.integrated_first_turn(observation, tool_specs(info))
+        messages: list[dict[str, str]] = [{"role": "user", "content": first}]
+        outcome: StepOutcome | None = None
+        for index in range(1, self.rounds(task_type) + 1):
+            completion = yield self.ask(
+                prompts.render_inference(messages), prompts.INTEGRATED_STOP
+            )
+            output = completion.text.strip()
+            if not output or prompts.is_stop(output.split("\n", 1)[0]):
+                break
+            subgoal, actions = prompts.split_integrated(output)
+            messages.append({"role": "assistant", "content": output})
+            outcome = yield Act(actions)
+            if outcome.terminated or has_error(outcome):
+                break
+            feedback = prompts.plan_feedback(
+                index, last_result(actions, outcome), subgoal=subgoal, web=web
+            )
+            messages.append({"role": "user", "content": feedback})
+        yield from self.submit(task_type, outcome)
+
+
+class ReActAgent(_PolicyAgent):
+    """Thought / Action / Observation, with the env's grounded actions."""
+
+    name = "react"
+
+    def episode(self, observation: str, info: Mapping[str, Any]) -> EpisodeLogic:
+        """Think and act until the model answers or the round limit is reached."""
+        task_type = str(info.get("task_type", "math"))
+        specs = action_specs(info)
+        history = ""
+        outcome: StepOutcome | None = None
+        for _ in range(self.rounds(task_type)):
+            prompt = prompts.react_prompt(observation, specs, history)
+            completion = yield self.ask(prompt, prompts.REACT_STOP)
+            output = completion.text.rstrip()
+            action = prompts.react_action(output)
+            outcome = yield Act(action if action is not None else output.strip())
+            if outcome.terminated:
+                return
+            history += f"{output}\nObservation: {outcome.observation}\n"
+        yield from self.submit(task_type, outcome)
+
+
+class CoTAgent(_PolicyAgent):
+    """Reason, then ``Answer is <answer>.``; no tools."""
+
+    name = "cot"
+
+    def episode(self, observation: str, info: Mapping[str, Any]) -> EpisodeLogic:
+        """Ask once and submit the answer the reasoning ends with."""
+        prompt = prompts.render_inference([{"role": "user", "content": observation}])
+        completion = yield self.ask(prompt, prompts.COT_STOP)
+        yield from self.answer(prompts.cot_answer(completion.text))
+
+
+class DirectAgent(_PolicyAgent):
+    """The answer only, on one line."""
+
+    name = "direct"
+
+    def episode(self, observation: str, info: Mapping[str, Any]) -> EpisodeLogic:
+        """Ask once and submit the first line of the answer."""
+        prompt = prompts.render_inference([{"role": "user", "content": observation}])
+        completion = yield self.ask(prompt, prompts.MODULE_STOP)
+        yield from self.answer(completion.text)
+

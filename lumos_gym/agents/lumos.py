@@ -1,0 +1,176 @@
+"""The Lumos agents: a planning module and a grounding module over the env's execution tools.
+
+``lumos-i`` (Lumos-I, iterative) plans one subgoal, grounds it to actions, executes them, and
+feeds the result back to the planner, until the planner says ``Yes, I will stop planning.`` or
+the round limit is reached. ``lumos-o`` (Lumos-O, onetime) plans every subgoal at once, grounds
+them all at once and executes the actions in one step. Both follow the original evaluation
+loop (``LUMOS_FORMAT.md`` §1.5): module prompts byte-exact (:mod:`lumos_gym.prompts`), greedy
+decoding, the first newline ends a module answer, an execution error ends planning, and the
+final answer is the value of ``Output`` or of the highest-numbered ``R<n>``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
+
+from lumos_gym import prompts
+from lumos_gym.actions import last_variable, parse_actions
+from lumos_gym.agents.base import Act, Agent, Ask, EpisodeLogic, StepOutcome
+from lumos_gym.errors import ActionParseError
+from lumos_gym.tools.base import ToolSpec
+
+#: Subgoals (plan + ground rounds) per task type. The original loops count module calls:
+#: GSM8K 16 (8 subgoals), SVAMP 4, HotpotQA and StrategyQA 10, Mind2Web 15, WebShop 10.
+LUMOS_ROUNDS: dict[str, int] = {
+    "math": 8,
+    "qa": 5,
+    "web": 7,
+    "code": 5,
+    "multimodal": 5,
+    "game": 10,
+}
+#: Task types whose episodes end by the env (no ``Answer`` action) and whose planner feedback
+#: restates the subgoal instead of quoting a result.
+ENV_ENDED_TYPES = ("web", "game")
+
+
+def action_specs(info: Mapping[str, Any]) -> list[ToolSpec]:
+    """Return the specs of every allowed action (``info["actions"]``: ``"Signature: doc"``)."""
+    specs = []
+    for line in info.get("actions", []):
+        signature, _, doc = str(line).partition(": ")
+        specs.append(ToolSpec(signature.split("(", 1)[0], signature, doc))
+    return specs
+
+
+def tool_specs(info: Mapping[str, Any]) -> list[ToolSpec]:
+    """Return the specs of the tools the grounding instruction lists, in its order.
+
+    ``info["instruction_actions"]`` names them; the terminal ``Answer`` is not among them.
+    """
+    described = {spec.name: spec for spec in action_specs(info)}
+    names = info.get("instruction_actions") or [n for n in described if n != "Answer"]
+    return [described.get(n, ToolSpec(n, f"{n}(...)", "")) for n in names]
+
+
+def has_error(outcome: StepOutcome) -> bool:
+    """Return True when the env reported an error for the step."""
+    return any(line.startswith("Error:") for line in outcome.observation.splitlines())
+
+
+def last_result(action_text: str, outcome: StepOutcome) -> str:
+    """Return the value of the last executed action: its output variables' values, joined.
+
+    Falls back to the last observation line for a call with no output variable.
+    """
+    variables = outcome.info.get("variables", {})
+    try:
+        last = parse_actions(action_text)[-1]
+    except ActionParseError:
+        last = None
+    if last is not None and last.outputs and all(v in variables for v in last.outputs):
+        return ", ".join(str(variables[v]) for v in last.outputs)
+    lines = [line for line in outcome.observation.splitlines() if line.strip()]
+    text = lines[-1] if lines else ""
+    return text.split(" = ", 1)[-1] if " = " in text else text
+
+
+def sanitize_answer(value: str) -> str:
+    """Make free text safe inside ``Answer(...)``: drop brackets and ``;`` that would not parse."""
+    text = value.replace("</s>", " ").strip()
+    for ch in "()[]{};":
+        text = text.replace(ch, " ")
+    return " ".join(text.split())
+
+
+def final_answer(outcome: StepOutcome | None) -> str:
+    """Return the terminal action: ``Answer(<Output or the highest R<n>>)``, or ``Answer()``."""
+    variables = outcome.info.get("variables", {}) if outcome is not None else {}
+    name = last_variable(variables)
+    return f"Answer({name})" if name else "Answer()"
+
+
+class LumosAgent(Agent):
+    """What both Lumos formulations share: roles, round limits, module calls."""
+
+    roles: ClassVar[tuple[str, ...]] = ("planner", "grounder")
+
+    def rounds(self, task_type: str) -> int:
+        """Return the most subgoals of an episode of ``task_type``."""
+        if self.config.max_rounds is not None:
+            return self.config.max_rounds
+        return LUMOS_ROUNDS.get(task_type, 5)
+
+    def module(self, role: str, messages: Sequence[dict[str, str]]) -> Ask:
+        """Return the ask for one module call on the conversation so far."""
+        prompt = prompts.render_inference(messages)
+        return Ask(role, self.request(prompt=prompt, stop=prompts.MODULE_STOP))
+
+    def finish(self, task_type: str, outcome: StepOutcome | None) -> EpisodeLogic:
+        """End the episode: submit the final answer unless the env ends episodes itself."""
+        if outcome is not None and outcome.terminated:
+            return
+        if task_type not in ENV_ENDED_TYPES:
+            yield Act(final_answer(outcome))
+
+
+class LumosIterativeAgent(LumosAgent):
+    """Lumos-I: plan a subgoal, ground it, execute it, feed the result back; repeat."""
+
+    name = "lumos-i"
+
+    def episode(self, observation: str, info: Mapping[str, Any]) -> EpisodeLogic:
+        """Run the plan → ground → execute loop of LUMOS_FORMAT.md §1.5."""
+        task_type = str(info.get("task_type", "math"))
+        specs = tool_specs(info)
+        domain = prompts.lumos_domain(s.name for s in specs)
+        with_results = domain == "complex_qa" or (domain is None and task_type == "qa")
+        web = task_type in ENV_ENDED_TYPES
+        plan: list[dict[str, str]] = [
+            {"role": "user", "content": prompts.plan_first_turn(observation)}
+        ]
+        ground: list[dict[str, str]] = []
+        results: list[str] = []
+        outcome: StepOutcome | None = None
+        for index in range(1, self.rounds(task_type) + 1):
+            planned = yield self.module("planner", plan)
+            output = planned.text.strip()
+            if not output or prompts.is_stop(output):
+                break
+            subgoal = prompts.subgoal_of(output)
+            plan.append({"role": "assistant", "content": output})
+            ground.append({"role": "user", "content": prompts.ground_turn(
+                subgoal, first=index == 1, task=observation, specs=specs,
+                earlier_results=[prompts.result_as_written(r) for r in results],
+                with_results=with_results,
+            )})  # fmt: skip
+            grounded = yield self.module("grounder", ground)
+            actions = grounded.text.strip()
+            ground.append({"role": "assistant", "content": actions})
+            outcome = yield Act(actions)
+            if outcome.terminated or has_error(outcome):
+                break
+            result = last_result(actions, outcome)
+            results.append(result)
+            feedback = prompts.plan_feedback(index, result, subgoal=subgoal, web=web)
+            plan.append({"role": "user", "content": feedback})
+        yield from self.finish(task_type, outcome)
+
+
+class LumosOnetimeAgent(LumosAgent):
+    """Lumos-O: plan every subgoal, ground them all, then execute the actions in one step."""
+
+    name = "lumos-o"
+
+    def episode(self, observation: str, info: Mapping[str, Any]) -> EpisodeLogic:
+        """Plan once, ground once, execute once, answer."""
+        task_type = str(info.get("task_type", "math"))
+        specs = tool_specs(info)
+        plan = [{"role": "user", "content": prompts.plan_first_turn(observation)}]
+        planned = yield self.module("planner", plan)
+        subgoals = planned.text.strip()
+        content = prompts.ground_onetime(observation, subgoals, specs)
+        grounded = yield self.module("grounder", [{"role": "user", "content": content}])
+        outcome = yield Act(grounded.text.strip())
+        yield from self.finish(task_type, outcome)

@@ -1,0 +1,137 @@
+"""Shared test helpers: a scripted stand-in for a language model.
+
+``ScriptedBackend`` implements the backend contract with answers chosen by a function of the
+request, so that agent and runner logic can be tested against real envs and tools without a
+model. Tests of the real backends live in test_backend_hf.py and test_backend_openai.py.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import pytest
+
+try:  # the tiny-model builders need the hf extra; the scripted backend does not
+    import torch
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+except ImportError:  # pragma: no cover - depends on the installed extras
+    torch = None
+
+from lumos_gym.agents.backends.base import (
+    Backend,
+    BackendInfo,
+    Completion,
+    GenerationRequest,
+    cut_at_stop,
+)
+
+
+class ScriptedBackend(Backend):
+    """Answers each request with ``script(request)``; records every batch it is sent.
+
+    ``script`` may return a string or raise; a string is cut at the request's stop strings.
+    """
+
+    name = "scripted"
+
+    def __init__(self, script: Callable[[GenerationRequest], str]) -> None:
+        self.script = script
+        self.batches: list[list[GenerationRequest]] = []
+        self.closed = False
+
+    def generate(self, requests: Sequence[GenerationRequest]) -> list[Completion]:
+        self.batches.append(list(requests))
+        completions = []
+        for request in requests:
+            text, _ = cut_at_stop(self.script(request), request.stop)
+            completions.append(
+                Completion(text, "stop", input_tokens=len(request.prompt or "") // 4,
+                           output_tokens=max(1, len(text) // 4), model_id="scripted")
+            )  # fmt: skip
+        return completions
+
+    def info(self) -> BackendInfo:
+        return BackendInfo(backend=self.name, model_id="scripted")
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def turn_number(request: GenerationRequest) -> int:
+    """Return how many assistant turns the prompt already opened (1 for the first call)."""
+    return (request.prompt or "").count("<|assistant|>")
+
+
+@pytest.fixture
+def scripted():
+    """Build a ScriptedBackend from a function of the request."""
+    return ScriptedBackend
+
+
+# -- a tiny random Llama and its tokenizer, built here (no download) -----------------------------
+SPECIAL_TOKENS = ["<pad>", "<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+CHAT_TEMPLATE = (
+    "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n"
+    "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+CORPUS = [
+    "the planner writes subgoals and the grounder writes actions",
+    "Subgoal 1: Calculate the total number of apples.\nAction 1: R1 = Calculator(3 + 4)",
+    "<|user|>\nPlease ground the subgoal to actions\n<|assistant|>\n",
+    "Observation: 7 apples in all, then Answer(R1) </s>",
+]
+MAX_POSITIONS = 128
+
+
+def build_tokenizer() -> PreTrainedTokenizerFast:
+    # Byte-level symbols of the printable ASCII bytes, space (Ġ) and newline (Ċ).
+    alphabet = [chr(b) for b in range(33, 127)] + ["\u0120", "\u010a"]
+    raw = Tokenizer(models.BPE())
+    raw.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    raw.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=300,
+        special_tokens=SPECIAL_TOKENS,
+        initial_alphabet=alphabet,
+        show_progress=False,
+    )
+    raw.train_from_iterator(CORPUS * 3, trainer)
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=raw, pad_token="<pad>", eos_token="<|endoftext|>"
+    )
+    tokenizer.chat_template = CHAT_TEMPLATE
+    return tokenizer
+
+
+def build_model(
+    tokenizer: PreTrainedTokenizerFast, max_positions: int = MAX_POSITIONS
+) -> LlamaForCausalLM:
+    torch.manual_seed(0)
+    config = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=max_positions,
+        initializer_range=1.0,
+        tie_word_embeddings=False,
+        pad_token_id=tokenizer.pad_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        bos_token_id=None,
+    )
+    model = LlamaForCausalLM(config)
+    with torch.no_grad():  # a zero logit never wins against ~200 random ones
+        for token in SPECIAL_TOKENS:
+            model.lm_head.weight[tokenizer.convert_tokens_to_ids(token)] = 0
+    return model
+
+
+def save_tiny_model(folder, max_positions: int = MAX_POSITIONS):
+    """Build the tiny model and tokenizer and save both to ``folder``; return the folder."""
+    tokenizer = build_tokenizer()
+    build_model(tokenizer, max_positions).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder

@@ -1,0 +1,189 @@
+"""``lumos-gym evaluate``: suites, results files, resume, summary and the command line."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+from conftest import ScriptedBackend
+
+from lumos_gym.cli import main
+from lumos_gym.evaluate import (
+    SUITES,
+    EvaluationError,
+    ModelOptions,
+    ResultsFile,
+    evaluate,
+    format_table,
+    mean_se,
+    suite_entries,
+    summarize,
+)
+
+
+def test_oracle_evaluation_writes_results_and_summary(tmp_path):
+    evaluate("oracle", envs=["GSM8K-v0", "lumos/SVAMP-v0"], limit=3, out=tmp_path,
+             progress=False)  # fmt: skip
+    lines = (tmp_path / "episodes.jsonl").read_text().splitlines()
+    assert len(lines) == 6
+    records = [json.loads(line) for line in lines]
+    assert {r["status"] for r in records} == {"completed"}
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["overall"]["mean"] == 1.0 and summary["overall"]["episodes"] == 6
+    assert set(summary["envs"]) == {"lumos/GSM8K-v0", "lumos/SVAMP-v0"}
+    run = json.loads((tmp_path / "run.json").read_text())
+    assert run["agent"]["name"] == "oracle" and run["lumos_gym"]
+    assert all(record["key"] and record["turns"] for record in records)
+
+
+def test_a_killed_run_resumes_without_losing_or_repeating(tmp_path):
+    calls = []
+
+    def answer(request):
+        calls.append(request)
+        return "4"
+
+    backend = ScriptedBackend(answer)
+    evaluate("direct", envs=["GSM8K-v0"], limit=4, out=tmp_path, backends={"policy": backend},
+             progress=False)  # fmt: skip
+    assert len(calls) == 4
+    path = tmp_path / "episodes.jsonl"
+    lines = path.read_text().splitlines(keepends=True)
+    path.write_text("".join(lines[:2]) + lines[2][: len(lines[2]) // 2])  # killed mid-write
+    calls.clear()
+    result = evaluate("direct", envs=["GSM8K-v0"], limit=4, out=tmp_path,
+                      backends={"policy": backend}, progress=False)  # fmt: skip
+    assert len(calls) == 2 and result.resumed == 2
+    records = [json.loads(line) for line in path.read_text().splitlines()]
+    assert len(records) == 4 and len({r["key"] for r in records}) == 4
+    assert result.summary["overall"]["episodes"] == 4
+
+
+def test_results_file_recovers_only_complete_lines(tmp_path):
+    path = tmp_path / "episodes.jsonl"
+    path.write_text('{"key": "a", "x": 1}\n{"key": "b"')
+    results = ResultsFile(path)
+    assert list(results.done) == ["a"]
+    results.append({"key": "c"})
+    results.close()
+    assert path.read_text() == '{"key": "a", "x": 1}\n{"key": "c"}\n'
+
+
+def test_mean_se_uses_the_sample_deviation():
+    assert mean_se([]) == (0.0, 0.0)
+    assert mean_se([1.0]) == (1.0, 0.0)
+    mean, se = mean_se([0.0, 1.0, 1.0, 0.0])
+    assert mean == 0.5 and math.isclose(se, math.sqrt((4 * 0.25 / 3) / 4))
+
+
+def test_summary_counts_every_status():
+    records = [
+        {"env_id": "e", "reward": 1.0, "status": "completed"},
+        {"env_id": "e", "reward": 0.0, "status": "agent-error"},
+    ]
+    summary = summarize(records)
+    assert summary["envs"]["e"]["statuses"]["agent-error"] == 1
+    table = format_table(summary)
+    assert "0.500 ± 0.500" in table and "agent-error 1" in table
+
+
+def test_suites_and_bad_names():
+    assert [e.env_id for e in suite_entries()] == [e.env_id for e in SUITES["default"]]
+    assert suite_entries(envs=["GSM8K-v0"], limit=2)[0].limit == 2
+    with pytest.raises(EvaluationError, match="unknown suite"):
+        suite_entries(suite="nope")
+    with pytest.raises(EvaluationError, match="not both"):
+        suite_entries(envs=["GSM8K-v0"], suite="math")
+    with pytest.raises(EvaluationError, match="needs --base-url"):
+        evaluate("direct", envs=["GSM8K-v0"], limit=1,
+                 models=ModelOptions(backend="openai", model="m"), progress=False)  # fmt: skip
+
+
+def test_cli_evaluate_prints_a_table(tmp_path, capsys):
+    code = main(["evaluate", "--agent", "oracle", "--env", "MathWord-v0", "--limit", "2",
+                 "--out", str(tmp_path), "--no-progress"])  # fmt: skip
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "lumos/MathWord-v0" in out and "1.000 ± 0.000" in out and "overall" in out
+
+
+def test_cli_agents_lists_them(capsys):
+    assert main(["agents"]) == 0
+    out = capsys.readouterr().out
+    assert "lumos-i" in out and "planner, grounder" in out and "react" in out
+
+
+def test_cli_fails_fast_on_a_missing_model(tmp_path, capsys):
+    code = main(["evaluate", "--model", str(tmp_path / "no-such-model"), "--limit", "1",
+                 "--out", str(tmp_path / "out"), "--no-progress"])  # fmt: skip
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.count("\n") == 1 and "no-such-model" in err
+    assert not (tmp_path / "out" / "episodes.jsonl").exists() or not (
+        tmp_path / "out" / "episodes.jsonl"
+    ).read_text()
+
+
+# ------------------------------------------------------------------ a real model, end to end
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory):
+    torch = pytest.importorskip("torch")
+    from conftest import save_tiny_model
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # a tiny model only pays for thread hand-offs
+    yield save_tiny_model(tmp_path_factory.mktemp("tiny"), max_positions=2048)
+    torch.set_num_threads(threads)
+
+
+def _actions(result):
+    return {
+        r["task_id"]: [(t.get("role"), t.get("output"), t.get("action")) for t in r["turns"]]
+        for r in result.records
+    }
+
+
+@pytest.mark.parametrize("agent", ["lumos-i", "react"])
+def test_batched_and_sequential_greedy_runs_give_identical_actions(tiny_model, tmp_path, agent):
+    from lumos_gym.agents.base import AgentConfig
+
+    runs = {}
+    for batch_size in (1, 4):
+        runs[batch_size] = evaluate(
+            agent, envs=["MathWord-v0"], limit=4,
+            models=ModelOptions(model=str(tiny_model), batch_size=batch_size,
+                                options={"device": "cpu"}),
+            agent_config=AgentConfig(max_new_tokens=10, max_rounds=2),
+            out=tmp_path / f"batch-{batch_size}", progress=False,
+        )  # fmt: skip
+    assert len(runs[1].records) == 4
+    assert all(r["output_tokens"] > 0 for r in runs[1].records)
+    assert _actions(runs[1]) == _actions(runs[4])
+
+
+def test_planner_and_grounder_adapters_on_one_base(tiny_model, tmp_path):
+    peft = pytest.importorskip("peft")
+    from transformers import AutoModelForCausalLM
+
+    folders = {}
+    for seed, role in enumerate(["planner", "grounder"]):
+        import torch
+
+        torch.manual_seed(seed)
+        base = AutoModelForCausalLM.from_pretrained(tiny_model)
+        config = peft.LoraConfig(r=2, target_modules=["q_proj"], init_lora_weights=False)
+        folders[role] = tmp_path / role
+        peft.get_peft_model(base, config).save_pretrained(folders[role])
+    code = main(["evaluate", "--model", str(tiny_model), "--env", "GSM8K-v0", "--limit", "2",
+                 "--adapter", f"planner={folders['planner']}",
+                 "--adapter", f"grounder={folders['grounder']}", "--device", "cpu",
+                 "--max-new-tokens", "6", "--max-rounds", "1", "--out", str(tmp_path / "out"),
+                 "--no-progress"])  # fmt: skip
+    assert code == 0
+    run = json.loads((tmp_path / "out" / "run.json").read_text())
+    assert run["backends"]["planner"]["details"]["adapter"] == "planner"
+    assert run["backends"]["grounder"]["details"]["adapter"] == "grounder"
+    with pytest.raises(Exception, match="adapter"):
+        evaluate("lumos-i", envs=["GSM8K-v0"], limit=1, progress=False, out=tmp_path / "x",
+                 models=ModelOptions(model=str(tiny_model), adapters={"*": str(tmp_path / "no")}))
