@@ -187,3 +187,46 @@ def test_planner_and_grounder_adapters_on_one_base(tiny_model, tmp_path):
     with pytest.raises(Exception, match="adapter"):
         evaluate("lumos-i", envs=["GSM8K-v0"], limit=1, progress=False, out=tmp_path / "x",
                  models=ModelOptions(model=str(tiny_model), adapters={"*": str(tmp_path / "no")}))
+
+
+def test_evaluate_over_http_against_lumos_gym_serve(tiny_model, tmp_path):
+    """`lumos-gym serve` in its own process, `evaluate --backend openai` against it."""
+    import socket
+    import subprocess
+    import sys
+    import time
+
+    import httpx
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = subprocess.Popen(
+        [sys.executable, "-m", "lumos_gym.cli", "serve", "--model", str(tiny_model),
+         "--served-model-name", "tiny", "--port", str(port), "--device", "cpu"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert server.poll() is None, server.stderr.read().decode()
+            assert time.monotonic() < deadline, "the server did not start in 60 s"
+            time.sleep(0.2)
+        code = main(["evaluate", "--backend", "openai", "--base-url", f"http://127.0.0.1:{port}",
+                     "--model", "tiny", "--agent", "lumos-o", "--env", "GSM8K-v0", "--limit", "3",
+                     "--max-new-tokens", "8", "--out", str(tmp_path), "--no-progress"])  # fmt: skip
+        assert code == 0
+        records = [json.loads(line) for line in (tmp_path / "episodes.jsonl").open()]
+        assert len(records) == 3 and all(r["status"] == "completed" for r in records)
+        assert all(r["output_tokens"] > 0 for r in records)
+        assert main(["evaluate", "--backend", "openai", "--base-url",
+                     f"http://127.0.0.1:{port}", "--model", "tini", "--limit", "1",
+                     "--out", str(tmp_path / "wrong"), "--no-progress"]) == 2  # fmt: skip
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
