@@ -236,7 +236,7 @@ def download(
 
             bar = tqdm(desc=data_file.filename, unit="B", unit_scale=True, leave=False)
         try:
-            update = bar.update if bar else None
+            update = bar.update if bar is not None else None
             actual = _fetch(data_file.url, dest, timeout=timeout, progress=update)
         except (urllib.error.URLError, OSError, TimeoutError) as e:
             raise DataError(

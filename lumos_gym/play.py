@@ -21,8 +21,8 @@ def play(
     kwargs: dict[str, Any] | None = None,
     seed: int | None = None,
     options: dict[str, Any] | None = None,
-    read: Callable[[str], str] = input,
-    write: Callable[[str], None] = print,
+    read: Callable[[str], str] | None = None,
+    write: Callable[[str], None] | None = None,
 ) -> dict[str, Any] | None:
     """Run one interactive episode of ``env_id``.
 
@@ -31,12 +31,15 @@ def play(
         kwargs: env constructor arguments.
         seed: the reset seed (picks the task when ``options`` names none).
         options: reset options, e.g. ``{"task_id": ...}``.
-        read: reads one line after showing a prompt (``input`` by default).
+        read: reads one line after showing a prompt (``input``, looked up at call time, by
+            default).
         write: shows one block of text (``print`` by default).
 
     Returns:
         The final ``info`` (with ``metrics``) or None when the person quit early.
     """
+    read = read if read is not None else input
+    write = write if write is not None else print
     env = gym.make(env_id, **(kwargs or {}))
     base = env.unwrapped
     assert isinstance(base, LumosEnv)

@@ -1,0 +1,102 @@
+"""The ``lumos-gym`` verbs envs, check, play and data, through ``main`` as a shell would call it."""
+
+from __future__ import annotations
+
+import hashlib
+import subprocess
+import sys
+
+import pytest
+
+from lumos_gym import data
+from lumos_gym.cli import main
+
+
+def test_envs_lists_the_math_envs(capsys):
+    assert main(["envs"]) == 0
+    out = capsys.readouterr().out
+    for env_id in ("lumos/GSM8K-v0", "lumos/SVAMP-v0", "lumos/ASDiv-v0", "lumos/MathWord-v0"):
+        assert env_id in out
+    assert "Calculator, SetEquation" in out and "bundled" in out
+
+
+def test_check_one_env(capsys):
+    assert main(["check", "GSM8K-v0", "--replay-limit", "3"]) == 0
+    out = capsys.readouterr().out
+    assert "lumos/GSM8K-v0: ok" in out and "oracle 3/3 at full reward" in out
+
+
+def test_unknown_env_is_one_line(capsys):
+    assert main(["check", "GSM9K-v0"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "GSM8K-v0" in err  # the suggestion
+
+
+def test_play_reads_actions_and_shows_metrics(monkeypatch, capsys):
+    typed = iter(["", "R1 = Calculator(36*3/4)", "R2 = Bogus(1)", "R2 = Calculator(36 - (R1 + 5)); Answer(R2)"])
+    monkeypatch.setattr("builtins.input", lambda prompt="": next(typed))
+    assert main(["play", "GSM8K-v0", "--task-id", "gsm8k/sample/0"]) == 0
+    out = capsys.readouterr().out
+    assert "R1 = 27" in out and "Error: unknown action 'Bogus'" in out
+    assert "metrics: {'accuracy': 1.0}; gold answer: 4" in out
+
+
+def test_play_quits_on_eof(monkeypatch):
+    def eof(prompt=""):
+        raise EOFError
+
+    monkeypatch.setattr("builtins.input", eof)
+    assert main(["play", "MathWord-v0", "--seed", "1"]) == 0
+
+
+@pytest.fixture
+def local_dataset(tmp_path, monkeypatch):
+    """A dataset whose canonical location is a local file (no network in tests)."""
+    monkeypatch.setenv("LUMOS_GYM_CACHE", str(tmp_path / "cache"))
+    source = tmp_path / "upstream" / "test.jsonl"
+    source.parent.mkdir()
+    source.write_text('{"question": "1+1?", "answer": "1+1 = <<1+1=2>>2\\n#### 2"}\n')
+    info = data.DatasetInfo(
+        name="tiny-gsm", files=(data.DataFile("test", "test.jsonl", source.as_uri()),),
+        homepage="https://example.invalid", license="test",
+    )  # fmt: skip
+    data.register_dataset(info)
+    yield source
+    data.DATASETS._entries.pop("tiny-gsm")
+
+
+def test_data_status_and_download(local_dataset, capsys):
+    assert main(["data", "status", "tiny-gsm"]) == 0
+    assert "missing: fetch file://" in capsys.readouterr().out
+    assert main(["data", "download", "tiny-gsm"]) == 0
+    cached = data.dataset_path("tiny-gsm", "test")
+    assert cached.read_bytes() == local_dataset.read_bytes()
+    recorded = (cached.parent / "checksums.json").read_text()
+    assert hashlib.sha256(local_dataset.read_bytes()).hexdigest() in recorded
+    assert main(["data", "status", "tiny-gsm"]) == 0
+    assert "[present]" in capsys.readouterr().out
+    cached.write_text("tampered\n")
+    assert main(["data", "download", "tiny-gsm"]) == 2
+    assert "checksum" in capsys.readouterr().err
+
+
+def test_data_download_unreachable_names_the_file(local_dataset, capsys):
+    local_dataset.unlink()
+    assert main(["data", "download", "tiny-gsm"]) == 2
+    err = capsys.readouterr().err
+    assert "save it as" in err and str(data.dataset_path("tiny-gsm", "test")) in err
+
+
+def test_console_script_runs():
+    done = subprocess.run([sys.executable, "-m", "lumos_gym.cli", "--version"],
+                          capture_output=True, text=True, check=True)  # fmt: skip
+    assert done.stdout.startswith("lumos-gym ")
+
+
+def test_readme_python_example_runs(capsys):
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    code = readme.split("```python\n", 1)[1].split("```", 1)[0]
+    exec(compile(code, "README.md", "exec"), {"__name__": "readme"})
+    assert capsys.readouterr().out.startswith("{'accuracy': 1.0}")
