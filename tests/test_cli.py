@@ -33,7 +33,8 @@ def test_unknown_env_is_one_line(capsys):
 
 
 def test_play_reads_actions_and_shows_metrics(monkeypatch, capsys):
-    typed = iter(["", "R1 = Calculator(36*3/4)", "R2 = Bogus(1)", "R2 = Calculator(36 - (R1 + 5)); Answer(R2)"])
+    lines = ["", "R1 = Calculator(36*3/4)", "R2 = Bogus(1)"]
+    typed = iter([*lines, "R2 = Calculator(36 - (R1 + 5)); Answer(R2)"])
     monkeypatch.setattr("builtins.input", lambda prompt="": next(typed))
     assert main(["play", "GSM8K-v0", "--task-id", "gsm8k/sample/0"]) == 0
     out = capsys.readouterr().out
