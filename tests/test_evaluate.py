@@ -144,7 +144,7 @@ def _actions(result):
     }
 
 
-@pytest.mark.parametrize("agent", ["lumos-i", "react"])
+@pytest.mark.parametrize("agent", ["lumos-i", "lumos-o", "integrated", "react", "cot", "direct"])
 def test_batched_and_sequential_greedy_runs_give_identical_actions(tiny_model, tmp_path, agent):
     from lumos_gym.agents.base import AgentConfig
 
