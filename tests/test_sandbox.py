@@ -390,6 +390,8 @@ def test_python_literal_round_trips(value):
     parsed = ast.literal_eval(python_literal(value))
     if isinstance(parsed, str):
         assert parsed == value
+    elif isinstance(parsed, int):  # integers stay exact, also beyond 2**53
+        assert parsed == int(value.strip())
     else:
         assert parsed == float(value.strip())
 

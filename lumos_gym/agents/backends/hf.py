@@ -13,6 +13,18 @@ soon as its text holds one, and the batch ends when every row has ended. A reque
 run (a prompt longer than the context, a chat request to a model without a chat template)
 becomes an error completion and the rest of the batch proceeds.
 
+Prompts that start alike are not prefilled twice (``prefix_cache=True``, the default): the
+key/value states of every prompt (and of the tokens generated after it) go into a
+:class:`PrefixCache`, a radix tree per adapter bounded in bytes, and a later row reads the
+states of its longest cached prefix instead of recomputing them; a prefix that several rows of
+one batch share is prefilled once, alone, before the batch. Rows then hold different numbers
+of cached tokens, so a batch is laid out with the pads between each row's cached prefix and the
+rest of its prompt (:func:`prefix_pad`), masked out, with position ids that count only real
+tokens: every row computes what it would alone (up to floating-point rounding, as batching
+itself does), so greedy outputs do not change. Lumos' module prompts gain the most: every
+grounder prompt opens with the same 180-token instruction, and each round's prompt continues
+the previous round's.
+
 Several adapters can sit on one copy of the weights: ``HFBackend(base, adapters={"planner": ...,
 "grounder": ...})`` loads the base once, and :meth:`HFBackend.with_adapter` returns light views
 that generate with one adapter active (or none).
@@ -23,7 +35,10 @@ from __future__ import annotations
 import contextlib
 import copy
 import difflib
+import functools
+import heapq
 import importlib.util
+import inspect
 import logging
 import os
 import re
@@ -31,7 +46,7 @@ import shutil
 import tempfile
 import threading
 import zlib
-from collections.abc import Hashable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -42,11 +57,13 @@ try:
     from transformers import (
         AutoModelForCausalLM,
         AutoTokenizer,
+        DynamicCache,
         GenerationConfig,
         PreTrainedTokenizerBase,
         StoppingCriteria,
         StoppingCriteriaList,
     )
+    from transformers.cache_utils import DynamicLayer
 except ImportError as e:  # pragma: no cover - depends on the installed extras
     raise ImportError(
         "the 'hf' backend needs torch and transformers; install them with:"
@@ -71,6 +88,16 @@ Lumos data writes it out; a completion never ends with it."""
 
 DEFAULT_ADAPTER = "default"
 """The name under which the single ``adapter`` of :class:`HFBackend` is loaded."""
+
+DEFAULT_PREFIX_CACHE_MB = 256
+"""The default bound of :class:`PrefixCache`, in MiB of cached key/value states."""
+
+PREFIX_MIN_REUSE = 16
+"""The shortest cached prefix a prompt reads from the prefix cache (shorter ones are prefilled)."""
+
+PREFIX_MIN_SHARED = 16
+"""The shortest uncached prefix that rows of one batch share and that is prefilled once, alone
+(Lumos' planner prompts share a 24-token preamble, its grounder prompts a 180-token one)."""
 
 _CACHE_ENV = "LUMOS_GYM_CACHE"
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
@@ -514,6 +541,257 @@ class StopOnStrings(StoppingCriteria):
         return torch.tensor(self.done, dtype=torch.bool, device=input_ids.device)
 
 
+# -- prefix caching --------------------------------------------------------------------------------
+
+
+def common_length(a: Sequence[int], b: Sequence[int]) -> int:
+    """The length of the longest common prefix of two token sequences."""
+    n = min(len(a), len(b))
+    if a[:n] == b[:n]:
+        return n
+    i = 0
+    while a[i] == b[i]:
+        i += 1
+    return i
+
+
+def prefix_pad(
+    rows: Sequence[Sequence[int]], cached: Sequence[int], pad_id: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Lay out rows whose first ``cached[i]`` tokens come from a cache: ``(input_ids, mask)``.
+
+    Each row is ``cached`` tokens (left-aligned in the ``max(cached)`` cache slots), pad slots,
+    then its remaining tokens right-aligned: the pads sit between the cached prefix and the rest,
+    so every row ends at the last column and, with the pad slots masked out, counts its positions
+    ``0..len(row)-1`` exactly as unpadded. With nothing cached this is :func:`left_pad`.
+    """
+    width = max(cached, default=0)
+    width += max(len(row) - c for row, c in zip(rows, cached, strict=True))
+    input_ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
+    attention_mask = torch.zeros((len(rows), width), dtype=torch.long)
+    for i, (row, c) in enumerate(zip(rows, cached, strict=True)):
+        if c:
+            input_ids[i, :c] = torch.tensor(row[:c], dtype=torch.long)
+            attention_mask[i, :c] = 1
+        rest = len(row) - c
+        if rest:
+            input_ids[i, width - rest :] = torch.tensor(row[c:], dtype=torch.long)
+            attention_mask[i, width - rest :] = 1
+    return input_ids, attention_mask
+
+
+def prefix_cache_support(model: Any) -> str | None:
+    """Why the prefix cache cannot serve ``model`` (``None``: it can).
+
+    It needs a decoder-only model whose generate cache is a plain :class:`DynamicCache` of
+    full-attention layers (no sliding windows, linear attention, shared or quantized layers, no
+    static cache), that takes ``position_ids`` and runs sdpa or eager attention (they honour a
+    padding mask with holes), and no prompt-learning adapter (those own the cache themselves).
+    """
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    config = base.config
+    if getattr(config, "is_encoder_decoder", False):
+        return "an encoder-decoder model"
+    for name, adapter in (getattr(model, "peft_config", None) or {}).items():
+        if getattr(adapter, "is_prompt_learning", False):
+            return f"adapter {name!r} is a prompt-learning adapter"
+    supports_dynamic = getattr(base, "_supports_default_dynamic_cache", None)
+    if supports_dynamic is None or not supports_dynamic():
+        return f"{type(base).__name__} does not generate with a DynamicCache"
+    if getattr(base.generation_config, "cache_implementation", None) is not None:
+        return f"the model asks for the {base.generation_config.cache_implementation!r} cache"
+    attention = getattr(config, "_attn_implementation", None) or "eager"
+    if attention not in ("sdpa", "eager"):
+        return f"attention implementation {attention!r} (sdpa or eager needed)"
+    if "position_ids" not in inspect.signature(base.forward).parameters:
+        return f"{type(base).__name__}.forward takes no position_ids"
+    try:
+        layers = DynamicCache(config=config.get_text_config(decoder=True)).layers
+    except (TypeError, ValueError, KeyError, AttributeError) as e:
+        return f"cannot build its DynamicCache: {e}"
+    odd = sorted({type(layer).__name__ for layer in layers if type(layer) is not DynamicLayer})
+    if odd:
+        return f"its cache has {', '.join(odd)} layers (only full-attention DynamicLayer)"
+    return None
+
+
+class _Node:
+    """A radix-tree node: a run of tokens and their key/value states after its ancestors'.
+
+    ``kv`` has shape ``(layers, 2, kv_heads, len(tokens), head_dim)`` (keys then values).
+    """
+
+    __slots__ = ("children", "kv", "parent", "tokens", "used")
+
+    def __init__(
+        self, tokens: tuple[int, ...], kv: torch.Tensor | None, parent: _Node | None, used: int
+    ) -> None:
+        self.tokens = tokens
+        self.kv = kv
+        self.parent = parent
+        self.children: dict[int, _Node] = {}
+        self.used = used
+
+    @property
+    def nbytes(self) -> int:
+        return 0 if self.kv is None else self.kv.numel() * self.kv.element_size()
+
+
+TreePath = list[tuple[_Node, int]]
+"""A path down a prefix tree: each node and how many of its tokens are used."""
+
+
+class PrefixCache:
+    """Key/value states of earlier prompts, reused by prompts that start with the same tokens.
+
+    One radix tree per adapter (``None``: the base model), since an adapter changes every
+    layer's activations: a tree never serves another adapter. A node holds the states of a run
+    of tokens that follows its ancestors' runs, so a shared instruction is stored once however
+    many prompts continue it. The states are read-only: a batch copies them into a fresh cache.
+
+    The bound is ``max_bytes`` of states over all trees together (tensors on the model's
+    device). When an insertion passes it, the least recently used leaves are dropped until it
+    holds again; a run larger than the whole bound is not stored at all.
+
+    Attributes:
+        max_bytes: the bound.
+        bytes: the size of the states held now.
+        reused_tokens: prompt tokens read from the cache instead of being prefilled.
+        prefilled_tokens: prompt tokens the model computed (shared runs included).
+    """
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self.bytes = 0
+        self.clock = 0
+        self.reused_tokens = 0
+        self.prefilled_tokens = 0
+        self._roots: dict[str | None, _Node] = {}
+
+    def tick(self) -> None:
+        """Start a new use: nodes touched from now on are newer than all earlier ones."""
+        self.clock += 1
+
+    def match(self, adapter: str | None, tokens: Sequence[int], limit: int) -> tuple[int, TreePath]:
+        """The longest cached prefix of ``tokens[:limit]``: its length and its path."""
+        node = self._roots.get(adapter)
+        path: TreePath = []
+        pos = 0
+        while node is not None and pos < limit:
+            child = node.children.get(tokens[pos])
+            if child is None:
+                break
+            n = common_length(child.tokens, tokens[pos : min(pos + len(child.tokens), limit)])
+            path.append((child, n))
+            pos += n
+            node = child if n == len(child.tokens) else None
+        return pos, path
+
+    def touch(self, path: TreePath) -> None:
+        """Mark the nodes of ``path`` as used now."""
+        for node, _ in path:
+            node.used = self.clock
+
+    def insert(
+        self,
+        adapter: str | None,
+        tokens: Sequence[int],
+        states: Callable[[int], torch.Tensor],
+    ) -> None:
+        """Store the states of ``tokens``; ``states(start)`` gives those of ``tokens[start:]``.
+
+        Only the part not cached yet is asked for and stored; the rest is just touched. States
+        are ``(layers, 2, kv_heads, tokens, head_dim)`` tensors, keys then values.
+        """
+        length, path = self.match(adapter, tokens, len(tokens))
+        self.touch(path)
+        if length == len(tokens):
+            return
+        parent = self._roots.setdefault(adapter, _Node((), None, None, 0))
+        if path:
+            node, used = path[-1]
+            parent = node if used == len(node.tokens) else self._split(node, used)
+        kv = states(length)
+        if kv.untyped_storage().nbytes() > kv.numel() * kv.element_size():
+            kv = kv.clone()  # a view would keep its whole base alive, unaccounted for
+        leaf = _Node(tuple(tokens[length:]), kv, parent, self.clock)
+        if leaf.nbytes > self.max_bytes:
+            return
+        parent.children[leaf.tokens[0]] = leaf
+        self.bytes += leaf.nbytes
+        self._evict()
+
+    def assemble(
+        self, paths: Sequence[tuple[int, TreePath]], width: int, config: Any
+    ) -> DynamicCache:
+        """A fresh cache of ``width`` slots per row holding each row's path, left-aligned.
+
+        The slots after a row's path are zeros, to be masked out by the attention mask.
+        """
+        sample = next((p[0][0].kv for _, p in paths if p), None)
+        if sample is None or width == 0:
+            return DynamicCache(config=config)
+        layers, _, heads, _, dim = sample.shape
+        states = sample.new_zeros((layers, 2, len(paths), heads, width, dim))
+        for row, (_, path) in enumerate(paths):
+            pos = 0
+            for node, used in path:
+                states[:, :, row, :, pos : pos + used] = node.kv[:, :, :, :used]  # type: ignore[index]
+                pos += used
+        data = [(states[layer, 0], states[layer, 1]) for layer in range(layers)]
+        return DynamicCache(ddp_cache_data=data, config=config)
+
+    def clear(self) -> None:
+        """Drop every stored state."""
+        self._roots.clear()
+        self.bytes = 0
+
+    @property
+    def nodes(self) -> int:
+        """How many runs of tokens are stored."""
+        count, stack = 0, list(self._roots.values())
+        while stack:
+            node = stack.pop()
+            count += len(node.children)
+            stack.extend(node.children.values())
+        return count
+
+    def _split(self, node: _Node, at: int) -> _Node:
+        """Cut ``node`` after ``at`` tokens; return the new upper part (the parent of the rest)."""
+        assert node.parent is not None and node.kv is not None and 0 < at < len(node.tokens)
+        upper = _Node(node.tokens[:at], node.kv[:, :, :, :at].clone(), node.parent, node.used)
+        node.parent.children[node.tokens[0]] = upper
+        node.tokens = node.tokens[at:]
+        node.kv = node.kv[:, :, :, at:].clone()
+        node.parent = upper
+        upper.children[node.tokens[0]] = node
+        return upper
+
+    def _evict(self) -> None:
+        """Drop least recently used leaves until the states fit in ``max_bytes``."""
+        if self.bytes <= self.max_bytes:
+            return
+        heap: list[tuple[int, int, _Node]] = []
+        stack = list(self._roots.values())
+        while stack:
+            node = stack.pop()
+            for child in node.children.values():
+                if child.children:
+                    stack.append(child)
+                else:
+                    heap.append((child.used, id(child), child))
+        heapq.heapify(heap)
+        while self.bytes > self.max_bytes and heap:
+            _, _, leaf = heapq.heappop(heap)
+            parent = leaf.parent
+            assert parent is not None
+            del parent.children[leaf.tokens[0]]
+            self.bytes -= leaf.nbytes
+            leaf.kv = None
+            if parent.parent is not None and not parent.children:
+                heapq.heappush(heap, (parent.used, id(parent), parent))
+
+
 # -- the shared model ----------------------------------------------------------------------------
 
 
@@ -544,6 +822,20 @@ class _LoadedModel:
         self.pad_id = _pad_id(tokenizer, self.eos_ids)
         self.lock = threading.Lock()
         self.closed = False
+        self.prefix: PrefixCache | None = None
+        self.prefix_off: str | None = "prefix_cache=False"
+
+    def enable_prefix_cache(self, max_bytes: int) -> None:
+        """Reuse prompt prefixes, within ``max_bytes`` of cached states, if the model allows."""
+        self.prefix_off = prefix_cache_support(self.model)
+        if self.prefix_off is not None:
+            logger.info("the prefix cache is off for %s: %s", self.source.name, self.prefix_off)
+            return
+        self.prefix = PrefixCache(max_bytes)
+
+    def disable_prefix_cache(self, reason: str) -> None:
+        self.prefix = None
+        self.prefix_off = reason
 
     def close(self) -> None:
         with self.lock:
@@ -551,6 +843,7 @@ class _LoadedModel:
                 return
             self.closed = True
             self.model = None
+            self.prefix = None
             if self.device.type == "cuda":
                 torch.cuda.empty_cache()
 
@@ -587,6 +880,13 @@ class HFBackend(Backend):
         max_context: the longest prompt plus completion, in tokens; by default the model's
             maximum position count.
         tokenizer: a tokenizer (or the folder or hub id of one) to use instead of the model's.
+        prefix_cache: reuse the key/value states of prompt prefixes seen before (within a
+            batch and across calls, per adapter) instead of prefilling them again; greedy
+            outputs are unchanged. Off by itself for models it cannot serve (see
+            :func:`prefix_cache_support`); ``info()`` says whether it is on.
+        prefix_cache_mb: the most memory (MiB, on the model's device) the cached states take,
+            over all adapters; least recently used runs are dropped beyond it. SmolLM2-135M in
+            fp32 takes 45 KiB a token, so the default 256 MiB holds about 5,800 tokens.
 
     Raises:
         BackendError: the model, its tokenizer or an adapter is missing or cannot be loaded;
@@ -607,9 +907,13 @@ class HFBackend(Backend):
         batch_size: int = 8,
         max_context: int | None = None,
         tokenizer: str | PreTrainedTokenizerBase | None = None,
+        prefix_cache: bool = True,
+        prefix_cache_mb: float = DEFAULT_PREFIX_CACHE_MB,
     ) -> None:
         if batch_size < 1:
             raise ValueError(f"batch_size must be at least 1; got {batch_size}")
+        if prefix_cache_mb <= 0:
+            raise ValueError(f"prefix_cache_mb must be positive; got {prefix_cache_mb}")
         if max_context is not None and max_context < 2:
             raise ValueError(f"max_context must be at least 2; got {max_context}")
         named = _named_adapters(adapter, adapters)
@@ -619,6 +923,8 @@ class HFBackend(Backend):
         )
         if max_context is not None:
             self._shared.max_context = max_context
+        if prefix_cache:
+            self._shared.enable_prefix_cache(int(prefix_cache_mb * 2**20))
         self._adapter = DEFAULT_ADAPTER if adapter is not None else None
         self._owner = True
         self._closed = False
@@ -650,6 +956,11 @@ class HFBackend(Backend):
     def adapter(self) -> str | None:
         """The name of the adapter this backend generates with (``None``: the base model)."""
         return self._adapter
+
+    @property
+    def prefix_cache(self) -> PrefixCache | None:
+        """The prefix cache shared by this backend and its views (``None`` when it is off)."""
+        return self._shared.prefix
 
     @property
     def model_id(self) -> str:
@@ -697,7 +1008,12 @@ class HFBackend(Backend):
             "dtype": str(shared.dtype).removeprefix("torch."),
             "batch_size": shared.batch_size,
             "max_context": shared.max_context,
+            "prefix_cache": shared.prefix is not None,
         }
+        if shared.prefix is not None:
+            details["prefix_cache_mb"] = shared.prefix.max_bytes / 2**20
+        else:
+            details["prefix_cache_off"] = shared.prefix_off
         if shared.source.alias is not None:
             details["alias_of"] = ALIASES[shared.source.alias].gguf_file
         return BackendInfo(backend=self.name, model_id=self.model_id, details=details)
@@ -784,12 +1100,45 @@ class HFBackend(Backend):
     ) -> list[Completion]:
         """Decode one batch of requests that share their generation settings."""
         shared = self._shared
-        first = requests[0]
+        if shared.prefix is not None:
+            try:
+                return self._run_prefixed(requests, rows, shared.prefix)
+            except torch.OutOfMemoryError:
+                raise
+            except (RuntimeError, ValueError, TypeError, IndexError, AttributeError) as e:
+                # A model the support check let through but whose cache does not fit the
+                # layout: say so once and decode as before, without the prefix cache.
+                logger.warning(
+                    "the prefix cache failed (%s: %s); turning it off", type(e).__name__, e
+                )
+                shared.disable_prefix_cache(f"failed: {type(e).__name__}: {e}")
         input_ids, attention_mask = left_pad(rows, shared.pad_id)
+        output, criteria = self._generate_rows(requests, input_ids, attention_mask, None)
         width = input_ids.shape[1]
+        generated = output[:, width:].tolist()
+        return [
+            self._completion(row, new, criteria.stopped_at[i], requests[0].stop)
+            for i, (row, new) in enumerate(zip(rows, generated, strict=True))
+        ]
+
+    def _generate_rows(
+        self,
+        requests: Sequence[GenerationRequest],
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor,
+        past: DynamicCache | None,
+    ) -> tuple[torch.Tensor, StopOnStrings]:
+        """Run generate on laid-out rows; return its output and the stop criteria it used."""
+        shared = self._shared
+        first = requests[0]
         criteria = StopOnStrings(
-            shared.tokenizer, first.stop, prompt_width=width, rows=len(rows), eos_ids=shared.eos_ids
+            shared.tokenizer,
+            first.stop,
+            prompt_width=input_ids.shape[1],
+            rows=input_ids.shape[0],
+            eos_ids=shared.eos_ids,
         )
+        extra = {} if past is None else {"past_key_values": past}
         seed = batch_seed([request.seed for request in requests])
         with torch.inference_mode(), seeded(seed, shared.device):
             output = shared.model.generate(
@@ -797,12 +1146,102 @@ class HFBackend(Backend):
                 attention_mask=attention_mask.to(shared.device),
                 generation_config=self._generation_config(first),
                 stopping_criteria=StoppingCriteriaList([criteria]) if criteria.stop else None,
+                **extra,
             )
+        return output, criteria
+
+    def _run_prefixed(
+        self, requests: Sequence[GenerationRequest], rows: Sequence[list[int]], cache: PrefixCache
+    ) -> list[Completion]:
+        """Decode one batch reading prompt prefixes from ``cache``, then store what it computed.
+
+        Each row takes the longest prefix the cache holds for this adapter (but not its last
+        token, whose logits start the completion), after runs that several rows share are
+        prefilled once. The rows are laid out by :func:`prefix_pad`: position ids come from the
+        attention mask (cumulative sum), so every row sees the positions it would see alone.
+        """
+        shared = self._shared
+        config = self._text_config()
+        cache.tick()
+        keys = [tuple(row) for row in rows]
+        with torch.inference_mode():
+            self._prefill_shared(keys, cache, config)
+        paths = []
+        for key in keys:
+            length, path = cache.match(self._adapter, key, len(key) - 1)
+            if length < PREFIX_MIN_REUSE:
+                length, path = 0, []
+            cache.touch(path)
+            paths.append((length, path))
+        cached = [length for length, _ in paths]
+        cache.reused_tokens += sum(cached)
+        cache.prefilled_tokens += sum(len(key) - c for key, c in zip(keys, cached, strict=True))
+        input_ids, attention_mask = prefix_pad(rows, cached, shared.pad_id)
+        width = input_ids.shape[1]
+        with torch.inference_mode():
+            past = cache.assemble(paths, max(cached), config)
+        output, criteria = self._generate_rows(requests, input_ids, attention_mask, past)
         generated = output[:, width:].tolist()
-        return [
-            self._completion(row, new, criteria.stopped_at[i], first.stop)
+        completions = [
+            self._completion(row, new, criteria.stopped_at[i], requests[0].stop)
             for i, (row, new) in enumerate(zip(rows, generated, strict=True))
         ]
+        fed = past.get_seq_length() - width  # generated tokens that went through the model
+        if fed < 0:
+            raise RuntimeError("generate did not extend the cache it was given")
+        with torch.inference_mode():
+            for i, (key, c) in enumerate(zip(keys, cached, strict=True)):
+                seen = key + tuple(generated[i][: min(completions[i].output_tokens, fed)])
+                shift = width - len(key)  # the slot of token j >= c is j + shift
+                slots = [j if j < c else j + shift for j in range(len(seen))]
+                cache.insert(self._adapter, seen, functools.partial(_row_states, past, i, slots))
+        return completions
+
+    def _prefill_shared(
+        self, keys: Sequence[tuple[int, ...]], cache: PrefixCache, config: Any
+    ) -> None:
+        """Prefill, once and alone, each uncached prefix that rows of this batch share.
+
+        The longest prefix a row shares with another is its common prefix with a neighbour in
+        sorted order; runs shorter than :data:`PREFIX_MIN_SHARED` beyond what the cache holds
+        are left to the batch. Shorter runs go first, so longer ones extend them.
+        """
+        order = sorted(range(len(keys)), key=keys.__getitem__)
+        shared = [0] * len(keys)
+        for a, b in zip(order, order[1:], strict=False):
+            n = common_length(keys[a], keys[b])
+            shared[a], shared[b] = max(shared[a], n), max(shared[b], n)
+        targets = {keys[i][: min(n, len(keys[i]) - 1)] for i, n in enumerate(shared)}
+        for prefix in sorted(targets, key=len):
+            if len(prefix) < PREFIX_MIN_SHARED:
+                continue
+            length, path = cache.match(self._adapter, prefix, len(prefix))
+            if len(prefix) - length < PREFIX_MIN_SHARED:
+                continue
+            cache.touch(path)
+            past = cache.assemble([(length, path)], length, config)
+            device = self._shared.device
+            kwargs = {"logits_to_keep": 1} if self._keeps_logits() else {}
+            self._shared.model(
+                input_ids=torch.tensor([prefix[length:]], device=device),
+                position_ids=torch.arange(length, len(prefix), device=device)[None],
+                past_key_values=past,
+                use_cache=True,
+                **kwargs,
+            )
+            cache.prefilled_tokens += len(prefix) - length
+            slots = range(len(prefix))
+            cache.insert(self._adapter, prefix, functools.partial(_row_states, past, 0, slots))
+
+    def _text_config(self) -> Any:
+        model = self._shared.model
+        base = model.get_base_model() if hasattr(model, "get_base_model") else model
+        return base.config.get_text_config(decoder=True)
+
+    def _keeps_logits(self) -> bool:
+        model = self._shared.model
+        base = model.get_base_model() if hasattr(model, "get_base_model") else model
+        return "logits_to_keep" in inspect.signature(base.forward).parameters
 
     def _generation_config(self, request: GenerationRequest) -> GenerationConfig:
         """Plain greedy or temperature sampling, whatever the model's own defaults say."""
@@ -858,6 +1297,20 @@ class HFBackend(Backend):
         return self._shared.tokenizer.decode(
             ids, skip_special_tokens=True, clean_up_tokenization_spaces=False
         )
+
+
+def _row_states(past: DynamicCache, row: int, slots: Sequence[int], start: int) -> torch.Tensor:
+    """The states in ``slots[start:]`` of one row of ``past``, as ``(layers, 2, heads, n, dim)``."""
+    layers = past.layers
+    index = torch.tensor(list(slots[start:]), dtype=torch.long, device=layers[0].keys.device)
+    return torch.stack(
+        [
+            torch.stack(
+                (layer.keys[row].index_select(1, index), layer.values[row].index_select(1, index))
+            )
+            for layer in layers
+        ]
+    )
 
 
 def _settings_key(request: GenerationRequest) -> Hashable:
