@@ -348,6 +348,31 @@ class EvaluationResult:
     resumed: int = 0
 
 
+def fingerprint(agent: Agent, backends: Mapping[str, Backend]) -> dict[str, Any]:
+    """Return what must match for a run to resume another: the agent and each role's model."""
+    models = {}
+    for role, backend in sorted(backends.items()):
+        info = backend.info()
+        models[role] = [info.backend, info.model_id, info.details.get("adapter")]
+    return json.loads(json.dumps({"agent": agent.describe(), "models": models}, default=str))
+
+
+def check_resumable(out_dir: Path, expected: Mapping[str, Any]) -> None:
+    """Refuse to append to results made with another agent or model configuration."""
+    path = out_dir / "run.json"
+    if not path.exists() or not (out_dir / "episodes.jsonl").exists():
+        return
+    try:
+        recorded = json.loads(path.read_text(encoding="utf-8")).get("fingerprint")
+    except ValueError:
+        recorded = None
+    if recorded is not None and recorded != expected:
+        raise EvaluationError(
+            f"{out_dir} holds results of another configuration (recorded {recorded}, now "
+            f"{dict(expected)}); pass another --out, or delete the folder to start again"
+        )
+
+
 def _provenance(agent: Agent, backends: Mapping[str, Backend], argv: Sequence[str] | None):
     from importlib.metadata import PackageNotFoundError, version
 
@@ -422,6 +447,7 @@ def evaluate(
     elif agent.roles:
         built = build_backends(agent.roles, models or ModelOptions())
     try:
+        check_resumable(out_dir, fingerprint(agent, built))
         results = ResultsFile(out_dir / "episodes.jsonl")
     except BaseException:
         if own:
@@ -430,7 +456,9 @@ def evaluate(
     todo = [s for s in specs if s.key not in results.done]
     resumed = len(specs) - len(todo)
     try:
-        write_json_atomic(out_dir / "run.json", _provenance(agent, built, argv))
+        provenance = _provenance(agent, built, argv)
+        provenance["fingerprint"] = fingerprint(agent, built)
+        write_json_atomic(out_dir / "run.json", provenance)
         if resumed:
             print(f"resuming: {resumed} of {len(specs)} episodes already in {results.path}")
 

@@ -230,3 +230,15 @@ def test_evaluate_over_http_against_lumos_gym_serve(tiny_model, tmp_path):
     finally:
         server.terminate()
         server.wait(timeout=30)
+
+
+def test_resume_refuses_results_of_another_configuration(tmp_path):
+    backend = ScriptedBackend(lambda request: "4")
+    evaluate("direct", envs=["GSM8K-v0"], limit=1, out=tmp_path, backends={"policy": backend},
+             progress=False)  # fmt: skip
+    with pytest.raises(EvaluationError, match="another configuration"):
+        evaluate("cot", envs=["GSM8K-v0"], limit=1, out=tmp_path, backends={"policy": backend},
+                 progress=False)  # fmt: skip
+    again = evaluate("direct", envs=["GSM8K-v0"], limit=2, out=tmp_path,
+                     backends={"policy": backend}, progress=False)  # fmt: skip
+    assert again.resumed == 1 and again.summary["overall"]["episodes"] == 2
