@@ -78,6 +78,7 @@ from lumos_gym.agents.backends.base import (
     StopReason,
     cut_at_stop,
 )
+from lumos_gym.data import cache_root
 from lumos_gym.errors import BackendError
 
 logger = logging.getLogger(__name__)
@@ -99,7 +100,6 @@ PREFIX_MIN_SHARED = 16
 """The shortest uncached prefix that rows of one batch share and that is prefilled once, alone
 (Lumos' planner prompts share a 24-token preamble, its grounder prompts a 180-token one)."""
 
-_CACHE_ENV = "LUMOS_GYM_CACHE"
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
 _TRAILING_END_MARKER = re.compile(re.escape(END_MARKER) + r"\s*$")
 _DTYPES: dict[str, torch.dtype] = {
@@ -230,12 +230,6 @@ def check_adapter_folder(name: str, path: str | os.PathLike[str]) -> Path:
 
 
 # -- the alias cache -----------------------------------------------------------------------------
-
-
-def cache_root() -> Path:
-    """lumos-gym's cache folder: ``$LUMOS_GYM_CACHE``, else ``~/.cache/lumos-gym``."""
-    configured = os.environ.get(_CACHE_ENV)
-    return Path(configured).expanduser() if configured else Path.home() / ".cache" / "lumos-gym"
 
 
 def alias_cache_dir(alias: str) -> Path:
