@@ -1,0 +1,201 @@
+"""Exports of unified annotations to the Lumos module training formats.
+
+Each export turns an :class:`~lumos_gym.conversion.annotation.Annotation` into one training
+record ``{"dataset": domain, "id": f"{domain}_{i}", "messages": [...]}`` with the bytes the
+original data-processing code wrote (LUMOS_FORMAT.md §1.3, §1.4 and §1.7), so that models
+trained on them read the prompts of :mod:`lumos_gym.prompts` exactly as the released
+``ai2lumos/*`` checkpoints did:
+
+* ``plan-onetime``: one turn, the subgoal lines joined by ``"; "``;
+* ``plan-iterative``: a subgoal per turn (``No, I will keep planning. `` from the second on),
+  each followed by the result feedback, ending with ``Yes, I will stop planning.``;
+* ``ground-onetime``: the domain instruction, every subgoal, every action;
+* ``ground-iterative``: one turn per subgoal (complex QA also quotes earlier results).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from lumos_gym import prompts
+from lumos_gym.actions import Action, format_action
+from lumos_gym.conversion.annotation import AnnotatedAction, Annotation, AnnotationError
+from lumos_gym.errors import ActionParseError
+
+#: The Lumos domain name of each task type (the ``dataset`` field of a record).
+DOMAINS: dict[str, str] = {"math": "maths", "qa": "complex_qa", "web": "web_agent"}
+
+Messages = list[dict[str, str]]
+
+
+def domain_of(annotation: Annotation) -> str:
+    """Return the Lumos domain of an annotation (its task type where Lumos had none)."""
+    return DOMAINS.get(annotation.task_type, annotation.task_type)
+
+
+def _user(content: str) -> dict[str, str]:
+    return {"role": "user", "content": content}
+
+
+def _assistant(content: str) -> dict[str, str]:
+    return {"role": "assistant", "content": content}
+
+
+def _check_actions(annotation: Annotation) -> None:
+    if not annotation.subgoals:
+        raise AnnotationError("the annotation has no subgoal")
+    for k, subgoal in enumerate(annotation.subgoals, 1):
+        if not subgoal.actions:
+            raise AnnotationError(f"subgoal {k} has no action")
+
+
+def _highest_r(annotation: Annotation) -> int:
+    highest = 0
+    for item in annotation.actions:
+        for var in item.action.outputs:
+            if var.startswith("R"):
+                highest = max(highest, int(var[1:]))
+    return highest
+
+
+def _renamed(action: Action, output_name: str) -> Action:
+    """Rename an ``Output`` variable (outputs and alias target) to ``output_name``."""
+    outputs = tuple(output_name if v == "Output" else v for v in action.outputs)
+    return Action(outputs, action.name, action.args, action.result)
+
+
+def _action_text(item: AnnotatedAction, output_name: str) -> str:
+    return format_action(_renamed(item.action, output_name), with_result=False)
+
+
+def _feedback_value(item: AnnotatedAction) -> str:
+    """The planner feedback's result: after the action text's last ``=``, skipping 2 chars."""
+    text = item.text
+    return text[text.rfind("=") + 2 :].strip().strip(".")
+
+
+def _ground_result(item: AnnotatedAction) -> str:
+    """The grounder's quoted result: the annotation tail after the last ``" = "``, as written."""
+    text = item.text
+    index = text.rfind(" = ")
+    return text[index + 3 :].strip() if index >= 0 else ""
+
+
+# ------------------------------------------------------------------------------ the formats
+def plan_onetime(annotation: Annotation) -> Messages:
+    """Return the Lumos-O planner conversation."""
+    _check_actions(annotation)
+    plan = "; ".join(s.line for s in annotation.subgoals)
+    return [_user(prompts.plan_first_turn(annotation.task)), _assistant(plan)]
+
+
+def plan_iterative(annotation: Annotation) -> Messages:
+    """Return the Lumos-I planner conversation."""
+    _check_actions(annotation)
+    web = annotation.task_type in ("web", "game")
+    messages = [_user(prompts.plan_first_turn(annotation.task))]
+    for k, subgoal in enumerate(annotation.subgoals, 1):
+        messages.append(_assistant(prompts.plan_turn(k, subgoal.line)))
+        if web:
+            feedback = prompts.plan_feedback(k, "", subgoal=subgoal.line, web=True)
+        else:
+            value = _feedback_value(subgoal.actions[-1])
+            sentence = f"The executed result for Subgoal {k} is {value}".strip()
+            feedback = sentence + ". Should we stop planning?"
+        messages.append(_user(feedback))
+    messages.append(_assistant(prompts.STOP_PLANNING))
+    return messages
+
+
+def _instruction(annotation: Annotation) -> str:
+    domain = domain_of(annotation)
+    if domain not in prompts.GROUND_INSTRUCTIONS:
+        raise AnnotationError(
+            f"no Lumos grounding instruction for the {domain!r} domain; export it with the "
+            "env's own tool specs (prompts.grounding_instruction)"
+        )
+    return prompts.GROUND_INSTRUCTIONS[domain].replace("{task}", annotation.task)
+
+
+def ground_onetime(annotation: Annotation) -> Messages:
+    """Return the Lumos-O grounder conversation."""
+    _check_actions(annotation)
+    output_name = f"R{_highest_r(annotation) + 1}"
+    subgoals = "; ".join(s.line for s in annotation.subgoals)
+    user = _instruction(annotation) + prompts.GROUND_SUBGOALS.format(subgoals=subgoals)
+    actions = "; ".join(_action_text(a, output_name) for a in annotation.actions)
+    return [_user(user), _assistant(actions)]
+
+
+def ground_iterative(annotation: Annotation) -> Messages:
+    """Return the Lumos-I grounder conversation."""
+    _check_actions(annotation)
+    output_name = f"R{_highest_r(annotation) + 1}"
+    with_results = domain_of(annotation) == "complex_qa"
+    instruction = _instruction(annotation)
+    messages: Messages = []
+    results: list[str] = []
+    for k, subgoal in enumerate(annotation.subgoals, 1):
+        if k == 1:
+            user = instruction + prompts.GROUND_SUBGOAL.format(subgoal=subgoal.line)
+        else:
+            user = prompts.ground_turn(
+                subgoal.line, first=False, task=annotation.task, specs=(),
+                earlier_results=results, with_results=with_results,
+            )  # fmt: skip
+        actions = "; ".join(_action_text(a, output_name) for a in subgoal.actions)
+        messages += [_user(user), _assistant(actions)]
+        results.append(_ground_result(subgoal.actions[-1]))
+    return messages
+
+
+#: The Lumos export formats by name.
+FORMATS: dict[str, Callable[[Annotation], Messages]] = {
+    "plan-onetime": plan_onetime,
+    "plan-iterative": plan_iterative,
+    "ground-onetime": ground_onetime,
+    "ground-iterative": ground_iterative,
+}
+
+
+@dataclass(frozen=True)
+class Rejected:
+    """An annotation an export could not use, and why."""
+
+    id: str
+    reason: str
+
+
+def export_records(
+    annotations: Iterable[Annotation], fmt: str, *, dataset: str | None = None
+) -> Iterator[dict[str, Any] | Rejected]:
+    """Yield one training record per annotation in format ``fmt``, or a :class:`Rejected`.
+
+    Args:
+        annotations: the annotations, in order (record ids count the exported ones).
+        fmt: one of :data:`FORMATS`.
+        dataset: the ``dataset`` field (and id prefix); by default each annotation's domain
+            (``unified`` for Lumos-I_All-style mixed files).
+    """
+    if fmt not in FORMATS:
+        raise ValueError(f"unknown export format {fmt!r}; known: {', '.join(FORMATS)}")
+    build = FORMATS[fmt]
+    counts: dict[str, int] = {}
+    for annotation in annotations:
+        try:
+            messages = build(annotation)
+        except (AnnotationError, ActionParseError) as e:
+            yield Rejected(annotation.id, str(e))
+            continue
+        name = dataset or domain_of(annotation)
+        index = counts.get(name, 0)
+        counts[name] = index + 1
+        yield {"dataset": name, "id": f"{name}_{index}", "messages": messages}
+
+
+def record_bytes(record: Mapping[str, Any]) -> str:
+    """Return a record as one JSON line, as the original files store them."""
+    return json.dumps(record, ensure_ascii=False) + "\n"
