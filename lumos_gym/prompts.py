@@ -271,14 +271,15 @@ INTEGRATED_ACTIONS = "Actions: "
 INTEGRATED_STOP = ("\n\n", "\n<|user|>", "</s>")
 
 REACT_INSTRUCTION = (
-    "Solve the task by interleaving Thought, Action and Observation lines. A Thought reasons "
-    "about the current situation; an Action is one or more grounded actions joined by \"; \", "
-    "e.g. R1 = Calculator(48/2); the Observation is the result of the actions. Finish with "
-    "Action: Answer(<the answer or a variable>).\n"
+    "Solve the task by interleaving Thought, Action and Observation steps. Each answer holds a "
+    "Thought line, reasoning about the current situation, and an Action line, one or more "
+    "grounded actions joined by \"; \", e.g. R1 = Calculator(48/2); the Observation that follows "
+    "is the result of the actions. Finish with Action: Answer(<the answer or a variable>).\n"
     "{actions}\n"
     "Task: {task}\n"
 )
-REACT_STOP = ("\nObservation:", "</s>")
+REACT_STOP = ("\nObservation:", "\n<|user|>", "</s>")
+REACT_OBSERVATION = "Observation: "
 
 COT_ANSWER = "Answer is "
 COT_STOP = ("<|user|>", "</s>")
@@ -303,10 +304,14 @@ def split_integrated(output: str) -> tuple[str, str]:
     return subgoal_of(subgoal), actions.split("\n", 1)[0].strip()
 
 
-def react_prompt(task: str, specs: Sequence[ToolSpec], history: str) -> str:
-    """Return the ReAct prompt: instruction, task, then the Thought/Action/Observation so far."""
-    instruction = REACT_INSTRUCTION.format(task=task, actions=action_list(specs))
-    return render_inference([{"role": "user", "content": instruction}]) + history
+def react_first_turn(task: str, specs: Sequence[ToolSpec]) -> str:
+    """Return the ReAct user turn: the instruction, the actions (with ``Answer``) and the task."""
+    return REACT_INSTRUCTION.format(task=task, actions=action_list(specs))
+
+
+def react_observation(observation: str) -> str:
+    """Return the user turn that carries an env observation back to a ReAct model."""
+    return f"{REACT_OBSERVATION}{observation}"
 
 
 _REACT_ACTION = re.compile(r"^\s*Action:\s*(.*)$", re.MULTILINE)

@@ -169,3 +169,77 @@ def test_jsonl_round_trip_is_deterministic(tmp_path):
     assert len(good) == 2
     assert isinstance(bad_json, AnnotationError) and isinstance(missing, AnnotationError)
     assert "a.jsonl:4" in str(missing)
+
+
+# ------------------------------------------- exports are what the agents send at inference
+LENA = (
+    "Lena bakes 36 muffins for a school fair. She sells 3/4 of them in the morning and 5 more in "
+    "the afternoon. How many muffins does she have left at the end of the day?"
+)
+
+
+def lena():
+    subgoals = make_subgoals([
+        ("Calculate how many muffins Lena sells in the morning.", ["R1 = Calculator(36*3/4) = 27"]),
+        ("Calculate how many muffins she sells in total.", ["R2 = Calculator(R1+5) = 32"]),
+        ("Calculate how many muffins are left.", ["R3 = Calculator(36-R2) = 4"]),
+    ])  # fmt: skip
+    rationale = "She sells 36*3/4 = <<36*3/4=27>>27 in the morning.\nThen 4 are left.\n#### 4"
+    return Annotation("gsm8k/sample/0", "gsm8k", "math", LENA, subgoals, "4",
+                      {"rationale": rationale})  # fmt: skip
+
+
+def _replay(agent_name, backends_for, messages_by_role):
+    """Run an agent whose models answer with the export's assistant turns; return its prompts."""
+    from conftest import ScriptedBackend
+
+    from lumos_gym.agents import make_agent
+    from lumos_gym.agents.runner import EpisodeSpec, Runner
+
+    backends = {}
+    for role, messages in messages_by_role.items():
+        answers = [m["content"] for m in messages if m["role"] == "assistant"]
+        backends[role] = ScriptedBackend(
+            lambda r, a=answers: a[r.prompt.count("<|assistant|>") - 1]
+        )
+    agent = make_agent(agent_name)
+    [record] = Runner(agent, backends_for(backends)).run(
+        [EpisodeSpec("lumos/GSM8K-v0", "gsm8k/sample/0")]
+    )
+    assert record.status == "completed" and record.reward == 1.0, record
+    return {role: b.batches[-1][0].prompt for role, b in backends.items()}
+
+
+@pytest.mark.parametrize(
+    ("agent", "formats"),
+    [
+        ("lumos-i", {"planner": "plan-iterative", "grounder": "ground-iterative"}),
+        ("lumos-o", {"planner": "plan-onetime", "grounder": "ground-onetime"}),
+        ("integrated", {"policy": "integrated"}),
+        ("react", {"policy": "react"}),
+        ("cot", {"policy": "cot"}),
+        ("direct", {"policy": "direct"}),
+    ],
+)
+def test_exports_equal_what_the_agents_send(agent, formats):
+    exported = {}
+    for role, fmt in formats.items():
+        [record] = export_records([lena()], fmt)
+        exported[role] = record["messages"]
+    prompts_sent = _replay(agent, lambda b: b, exported)
+    for role, messages in exported.items():
+        # The last prompt an agent sends is the export without its last answer.
+        last_user = max(i for i, m in enumerate(messages) if m["role"] == "user")
+        assert prompts_sent[role] == prompts.render_inference(messages[: last_user + 1])
+
+
+def test_cot_and_direct_records():
+    [cot] = export_records([lena()], "cot")
+    assert cot["messages"][1]["content"] == (
+        "She sells 36*3/4 = 27 in the morning. Then 4 are left. Answer is 4."
+    )
+    [direct] = export_records([lena()], "direct")
+    assert direct["messages"] == [{"role": "user", "content": LENA},
+                                  {"role": "assistant", "content": "4"}]  # fmt: skip
+    no_answer = Annotation("x", "gsm8k", "math", "t", lena().subgoals)
+    assert isinstance(next(export_records([no_answer], "direct")), Rejected)

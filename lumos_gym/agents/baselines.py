@@ -96,18 +96,19 @@ class ReActAgent(_PolicyAgent):
     def episode(self, observation: str, info: Mapping[str, Any]) -> EpisodeLogic:
         """Think and act until the model answers or the round limit is reached."""
         task_type = str(info.get("task_type", "math"))
-        specs = action_specs(info)
-        history = ""
+        first = prompts.react_first_turn(observation, action_specs(info))
+        messages: list[dict[str, str]] = [{"role": "user", "content": first}]
         outcome: StepOutcome | None = None
         for _ in range(self.rounds(task_type)):
-            prompt = prompts.react_prompt(observation, specs, history)
-            completion = yield self.ask(prompt, prompts.REACT_STOP)
-            output = completion.text.rstrip()
+            completion = yield self.ask(prompts.render_inference(messages), prompts.REACT_STOP)
+            output = completion.text.strip()
             action = prompts.react_action(output)
-            outcome = yield Act(action if action is not None else output.strip())
+            outcome = yield Act(action if action is not None else output)
             if outcome.terminated:
                 return
-            history += f"{output}\nObservation: {outcome.observation}\n"
+            messages.append({"role": "assistant", "content": output})
+            messages.append({"role": "user", "content": prompts.react_observation(
+                outcome.observation)})  # fmt: skip
         yield from self.submit(task_type, outcome)
 
 

@@ -10,7 +10,13 @@ trained on them read the prompts of :mod:`lumos_gym.prompts` exactly as the rele
 * ``plan-iterative``: a subgoal per turn (``No, I will keep planning. `` from the second on),
   each followed by the result feedback, ending with ``Yes, I will stop planning.``;
 * ``ground-onetime``: the domain instruction, every subgoal, every action;
-* ``ground-iterative``: one turn per subgoal (complex QA also quotes earlier results).
+* ``ground-iterative``: one turn per subgoal (complex QA also quotes earlier results);
+
+and the formats the baseline agents speak (:mod:`lumos_gym.agents.baselines`): ``integrated``
+(each subgoal with its actions in one turn), ``react`` (thought and action turns, observations
+as user turns), ``cot`` (``<reasoning> Answer is <answer>.``) and ``direct``. Every export is
+built with the same prompt functions the agents use, so training and inference see the same
+bytes (tests run each agent on an exported trajectory and compare).
 """
 
 from __future__ import annotations
@@ -23,7 +29,8 @@ from typing import Any
 from lumos_gym import prompts
 from lumos_gym.actions import Action, format_action
 from lumos_gym.conversion.annotation import AnnotatedAction, Annotation, AnnotationError
-from lumos_gym.errors import ActionParseError
+from lumos_gym.errors import ActionParseError, RegistryError
+from lumos_gym.tools.base import ToolSpec
 
 #: The Lumos domain name of each task type (the ``dataset`` field of a record).
 DOMAINS: dict[str, str] = {"math": "maths", "qa": "complex_qa", "web": "web_agent"}
@@ -152,12 +159,102 @@ def ground_iterative(annotation: Annotation) -> Messages:
     return messages
 
 
-#: The Lumos export formats by name.
+# ------------------------------------------------------------- the baselines' formats
+def tool_specs_for(task_type: str) -> list[ToolSpec]:
+    """Return the tool specs an env of ``task_type`` shows its agents, in instruction order."""
+    from lumos_gym.envs.math import MATH_TOOLS
+    from lumos_gym.tools import TOOLS
+
+    names = {"math": MATH_TOOLS}.get(task_type)
+    if names is None:
+        raise AnnotationError(f"no tool list for task type {task_type!r} yet")
+    return [TOOLS.get(name).spec for name in names]
+
+
+def integrated(annotation: Annotation) -> Messages:
+    """Return the integrated agent's conversation: each subgoal with its actions in one turn."""
+    plan = plan_iterative(annotation)
+    output_name = f"R{_highest_r(annotation) + 1}"
+    first = prompts.integrated_first_turn(annotation.task, tool_specs_for(annotation.task_type))
+    messages = [_user(first)]
+    for k, subgoal in enumerate(annotation.subgoals, 1):
+        actions = "; ".join(_action_text(a, output_name) for a in subgoal.actions)
+        turn = prompts.plan_turn(k, subgoal.line) + "\n" + prompts.INTEGRATED_ACTIONS + actions
+        messages += [_assistant(turn), plan[2 * k]]
+    messages.append(_assistant(prompts.STOP_PLANNING))
+    return messages
+
+
+def _observation(item: AnnotatedAction, output_name: str) -> str:
+    action = _renamed(item.action, output_name)
+    value = prompts.clean_result(action.result or "")
+    return f"{', '.join(action.outputs)} = {value}" if action.outputs else value
+
+
+def react(annotation: Annotation) -> Messages:
+    """Return the ReAct conversation: a thought and actions per subgoal, then ``Answer``."""
+    from lumos_gym.actions import last_variable
+    from lumos_gym.envs.base import ANSWER_SPEC
+
+    _check_actions(annotation)
+    output_name = f"R{_highest_r(annotation) + 1}"
+    specs = [*tool_specs_for(annotation.task_type), ANSWER_SPEC]
+    messages = [_user(prompts.react_first_turn(annotation.task, specs))]
+    outputs: list[str] = []
+    for subgoal in annotation.subgoals:
+        actions = "; ".join(_action_text(a, output_name) for a in subgoal.actions)
+        messages.append(_assistant(f"Thought: {subgoal.text}\nAction: {actions}"))
+        observation = "\n".join(_observation(a, output_name) for a in subgoal.actions)
+        messages.append(_user(prompts.react_observation(observation)))
+        outputs += [v for a in subgoal.actions for v in _renamed(a.action, output_name).outputs]
+    final = last_variable(outputs) or annotation.answer or ""
+    messages.append(_assistant(f"Thought: I have the final answer.\nAction: Answer({final})"))
+    return messages
+
+
+def _reasoning(annotation: Annotation) -> str:
+    """The gold reasoning text: the source rationale without calculator marks or ``####``."""
+    from lumos_gym.envs.math_data import strip_calc_marks
+
+    rationale = annotation.meta.get("rationale")
+    if rationale:
+        lines = [ln for ln in str(rationale).splitlines() if not ln.startswith("####")]
+        return " ".join(strip_calc_marks(" ".join(lines)).split())
+    parts = []
+    for subgoal in annotation.subgoals:
+        value = prompts.clean_result(subgoal.actions[-1].action.result or "")
+        parts.append(f"{subgoal.text.rstrip('.')}: {value}." if value else subgoal.text)
+    return " ".join(parts)
+
+
+def _answer(annotation: Annotation) -> str:
+    if annotation.answer is None:
+        raise AnnotationError("the annotation has no final answer")
+    return annotation.answer
+
+
+def cot(annotation: Annotation) -> Messages:
+    """Return Lumos' CoT training pair: ``<reasoning> Answer is <answer>.``."""
+    answer = _answer(annotation)
+    _check_actions(annotation)
+    return [_user(annotation.task), _assistant(f"{_reasoning(annotation)} Answer is {answer}.")]
+
+
+def direct(annotation: Annotation) -> Messages:
+    """Return Lumos' direct training pair: the task, then the answer."""
+    return [_user(annotation.task), _assistant(_answer(annotation))]
+
+
+#: The export formats by name: the four Lumos module formats and the baselines'.
 FORMATS: dict[str, Callable[[Annotation], Messages]] = {
     "plan-onetime": plan_onetime,
     "plan-iterative": plan_iterative,
     "ground-onetime": ground_onetime,
     "ground-iterative": ground_iterative,
+    "integrated": integrated,
+    "react": react,
+    "cot": cot,
+    "direct": direct,
 }
 
 
@@ -187,7 +284,7 @@ def export_records(
     for annotation in annotations:
         try:
             messages = build(annotation)
-        except (AnnotationError, ActionParseError) as e:
+        except (AnnotationError, ActionParseError, RegistryError) as e:
             yield Rejected(annotation.id, str(e))
             continue
         name = dataset or domain_of(annotation)
