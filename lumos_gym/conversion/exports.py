@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from lumos_gym import prompts
@@ -296,3 +297,41 @@ def export_records(
 def record_bytes(record: Mapping[str, Any]) -> str:
     """Return a record as one JSON line, as the original files store them."""
     return json.dumps(record, ensure_ascii=False) + "\n"
+
+
+def write_records(records: Iterable[Mapping[str, Any]], path: str | Path) -> int:
+    """Write training records as JSON lines (atomically: a temporary file, then a rename)."""
+    import os
+    import tempfile
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    count = 0
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            for record in records:
+                f.write(record_bytes(record))
+                count += 1
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return count
+
+
+def save_hf_dataset(records: Iterable[Mapping[str, Any]], path: str | Path) -> int:
+    """Save training records as a Hugging Face ``datasets`` folder (``load_from_disk``).
+
+    Needs the ``hub`` extra (``pip install 'lumos-gym[hub]'``); ``Dataset.push_to_hub`` on the
+    result publishes it.
+    """
+    try:
+        import datasets
+    except ImportError as e:  # pragma: no cover - depends on the installed extras
+        raise AnnotationError(
+            "the HF datasets output needs the hub extra: pip install 'lumos-gym[hub]'"
+        ) from e
+    rows = [dict(r) for r in records]
+    datasets.Dataset.from_list(rows).save_to_disk(str(path))
+    return len(rows)
