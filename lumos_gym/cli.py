@@ -182,6 +182,30 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_convert(args: argparse.Namespace) -> int:
+    """Convert an env's rationales into verified unified annotations."""
+    from lumos_gym.conversion.pipeline import convert_env
+
+    summary = convert_env(
+        args.env, out=args.out, env_kwargs=_parse_kwargs(args.kwarg), limit=args.limit,
+        llm=args.llm, verify=not args.no_verify, rejected_path=args.rejected,
+        batch_size=args.batch_size,
+    )  # fmt: skip
+    print(summary.format())
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    """Export annotation files as training records of one format."""
+    from lumos_gym.conversion.pipeline import export_files
+
+    summary = export_files(args.inputs, args.format, args.out, dataset=args.dataset,
+                           hf_dir=args.hf_dir)  # fmt: skip
+    print(summary.format())
+    print(f"records: {args.out}" + (f"; HF dataset: {args.hf_dir}" if args.hf_dir else ""))
+    return 0
+
+
 # -------------------------------------------------------------------------------- the parser
 def build_parser() -> argparse.ArgumentParser:
     """Build the argument parser of every verb."""
@@ -267,6 +291,30 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--batch-size", type=int, default=8)
     p.add_argument("--max-context", type=int, default=None)
     p.set_defaults(func=cmd_serve)
+
+    p = sub.add_parser("convert", help="convert an env's rationales into verified annotations")
+    p.add_argument("--env", required=True, help="env id whose tasks are converted")
+    p.add_argument("--kwarg", "-k", action="append", default=[], metavar="KEY=VALUE",
+                   help="env constructor argument (JSON value), e.g. split=train, source=PATH")
+    p.add_argument("--limit", type=int, default=None, help="only the first N tasks")
+    p.add_argument("--llm", default=None, metavar="BACKEND:MODEL[@URL]",
+                   help="rewrite rationales with a model (hf:..., openai:MODEL@URL, vllm:...)")
+    p.add_argument("--no-verify", action="store_true", help="skip replay verification")
+    p.add_argument("--out", required=True, help="JSONL file of kept annotations")
+    p.add_argument("--rejected", default=None, help="JSONL of rejected items with reasons")
+    p.add_argument("--batch-size", type=int, default=8)
+    p.set_defaults(func=cmd_convert)
+
+    p = sub.add_parser("export", help="export annotations as training records")
+    p.add_argument("inputs", nargs="+", help="annotation JSONL files")
+    p.add_argument("--format", required=True,
+                   help="plan-iterative, ground-iterative, plan-onetime, ground-onetime, "
+                   "integrated, react, cot or direct")
+    p.add_argument("--out", required=True, help="JSONL file of training records")
+    p.add_argument("--dataset", default=None,
+                   help="records' dataset name and id prefix ('unified' mixes domains)")
+    p.add_argument("--hf-dir", default=None, help="also save a Hugging Face datasets folder")
+    p.set_defaults(func=cmd_export)
 
     return parser
 

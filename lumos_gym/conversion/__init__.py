@@ -2,8 +2,15 @@
 
 * :mod:`~lumos_gym.conversion.annotation` — the unified annotation record and the lossless
   ``subgoal_plan`` text reader and writer;
-* :mod:`~lumos_gym.conversion.exports` — the Lumos module training formats (plan/ground ×
-  iterative/onetime), byte-exact with the original data.
+* :mod:`~lumos_gym.conversion.rules` — deterministic converters of datasets' own rationales
+  (GSM8K, SVAMP, ASDiv, MathWord);
+* :mod:`~lumos_gym.conversion.llm` — a converter that asks any backend to rewrite free-text
+  rationales, cached and resumable;
+* :mod:`~lumos_gym.conversion.verify` — replay of annotations in their env, keeping only those
+  that reach the gold answer, with a report of yields and rejection reasons;
+* :mod:`~lumos_gym.conversion.exports` — the training formats: the four Lumos module formats,
+  byte-exact with the original data, and the baselines' (integrated, react, cot, direct);
+* :mod:`~lumos_gym.conversion.pipeline` — ``lumos-gym convert`` and ``lumos-gym export``.
 """
 
 from lumos_gym.conversion.annotation import (

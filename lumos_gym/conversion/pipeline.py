@@ -1,0 +1,240 @@
+"""The conversion pipeline behind ``lumos-gym convert`` and ``lumos-gym export``.
+
+``convert_env``: an env's tasks → annotations (rule-based, or an LLM through any backend) →
+replay verification in the env → kept annotations and, kept aside with their reasons, the
+rejected ones. ``export_files``: annotation files → training records in one format.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from lumos_gym.conversion.annotation import (
+    Annotation,
+    AnnotationError,
+    read_annotations,
+    write_annotations,
+)
+from lumos_gym.conversion.exports import (
+    FORMATS,
+    Rejected,
+    export_records,
+    save_hf_dataset,
+    write_records,
+)
+from lumos_gym.errors import LumosGymError
+
+
+@dataclass
+class ExportSummary:
+    """What :func:`export_files` wrote and what it could not use."""
+
+    records: int
+    unreadable: list[str] = field(default_factory=list)
+    rejected: list[Rejected] = field(default_factory=list)
+
+    def format(self) -> str:
+        """Return a short text report."""
+        lines = [f"{self.records} records written"]
+        if self.unreadable:
+            lines.append(f"{len(self.unreadable)} unreadable annotation lines, e.g. "
+                         f"{self.unreadable[0]}")  # fmt: skip
+        reasons = Counter(r.reason.split(":")[0] for r in self.rejected)
+        for reason, count in reasons.most_common():
+            lines.append(f"{count} rejected: {reason}")
+        return "\n".join(lines)
+
+
+def export_files(
+    inputs: Sequence[str | Path],
+    fmt: str,
+    out: str | Path,
+    *,
+    dataset: str | None = None,
+    hf_dir: str | Path | None = None,
+) -> ExportSummary:
+    """Export the annotations of ``inputs`` (JSONL files, in order) as ``fmt`` records.
+
+    Args:
+        inputs: annotation files written by ``lumos-gym convert``.
+        fmt: one of :data:`~lumos_gym.conversion.exports.FORMATS`.
+        out: the JSONL file of training records.
+        dataset: the records' ``dataset`` field and id prefix (``unified`` mixes domains, as
+            Lumos-I_All did); by default each annotation's Lumos domain.
+        hf_dir: also save the records as a Hugging Face ``datasets`` folder there.
+    """
+    if fmt not in FORMATS:
+        raise LumosGymError(f"unknown export format {fmt!r}; known: {', '.join(FORMATS)}")
+    unreadable: list[str] = []
+
+    def annotations() -> Iterable[Annotation]:
+        for path in inputs:
+            if not Path(path).is_file():
+                raise LumosGymError(f"no annotation file at {path}")
+            for item in read_annotations(path):
+                if isinstance(item, AnnotationError):
+                    unreadable.append(str(item))
+                else:
+                    yield item
+
+    records: list[dict[str, Any]] = []
+    rejected: list[Rejected] = []
+    for item in export_records(annotations(), fmt, dataset=dataset):
+        (rejected if isinstance(item, Rejected) else records).append(item)  # type: ignore[arg-type]
+    write_records(records, out)
+    if hf_dir is not None:
+        save_hf_dataset(records, hf_dir)
+    return ExportSummary(len(records), unreadable, rejected)
+
+
+def write_rejected(rejected: Iterable[Rejected | Mapping[str, Any]], path: str | Path) -> int:
+    """Write rejected items (id, reason and any raw output) as JSON lines."""
+    count = 0
+    with open(path, "w", encoding="utf-8") as f:
+        for item in rejected:
+            row = dict(item) if isinstance(item, Mapping) else (
+                item.to_dict() if hasattr(item, "to_dict") else {"id": item.id,
+                                                                 "reason": item.reason}
+            )  # fmt: skip
+            f.write(json.dumps(row, ensure_ascii=False, sort_keys=True) + "\n")
+            count += 1
+    return count
+
+
+def make_backend_from_spec(spec: str, *, batch_size: int = 8) -> Any:
+    """Build a backend from a spec ``BACKEND:MODEL[@BASE_URL]``.
+
+    Examples: ``hf:smollm2-135m``, ``openai:my-model@http://127.0.0.1:8000/v1``,
+    ``vllm:path/to/model``.
+    """
+    from lumos_gym.agents.backends import make_backend
+
+    backend, sep, rest = spec.partition(":")
+    model, _, base_url = rest.partition("@")
+    if not sep or not model:
+        raise LumosGymError(f"expected BACKEND:MODEL[@BASE_URL], got {spec!r}")
+    if backend == "openai":
+        if not base_url:
+            raise LumosGymError("an openai backend spec needs @BASE_URL")
+        return make_backend("openai", model, base_url=base_url, max_concurrency=batch_size)
+    if backend == "hf":
+        return make_backend("hf", model, batch_size=batch_size)
+    return make_backend(backend, model)
+
+
+@dataclass
+class ConvertSummary:
+    """What :func:`convert_env` wrote."""
+
+    out: Path
+    rejected_path: Path
+    kept: int
+    rejected: int
+    report: Any = None
+
+    def format(self) -> str:
+        """Return the verification report (or the counts when nothing was verified)."""
+        head = f"{self.kept} annotations kept in {self.out}; {self.rejected} rejected in " + str(
+            self.rejected_path
+        )
+        return head if self.report is None else f"{self.report.format_report()}\n{head}"
+
+
+def _llm_annotations(
+    tasks: Sequence[Any], dataset: str, spec: str, out: Path, batch_size: int
+) -> list[Annotation | Rejected]:
+    """Convert tasks' rationales with a model (cached and resumable next to ``out``)."""
+    from lumos_gym.agents.backends.caching import CachingBackend
+    from lumos_gym.conversion.llm import LLMConverter, RationaleItem
+
+    items, missing = [], []
+    for task in tasks:
+        if task.rationale:
+            items.append(RationaleItem(task.id, dataset, task.task_type, task.question,
+                                       task.rationale, task.answer))  # fmt: skip
+        else:
+            missing.append(Rejected(task.id, "conversion: the task has no rationale"))
+    raw, raw_rejected = out.with_suffix(".llm.jsonl"), out.with_suffix(".llm-rejected.jsonl")
+    backend = CachingBackend(make_backend_from_spec(spec, batch_size=batch_size),
+                             out.with_suffix(".llm-cache.jsonl"))  # fmt: skip
+    try:
+        LLMConverter(backend, batch_size=batch_size).convert_file(items, raw, raw_rejected)
+    finally:
+        backend.close()
+    converted: list[Annotation | Rejected] = [
+        a for a in read_annotations(raw) if isinstance(a, Annotation)
+    ]
+    with open(raw_rejected, encoding="utf-8") as f:
+        converted += [Rejected(r["id"], f"conversion: {r['reason']}") for r in map(json.loads, f)]
+    return converted + missing
+
+
+def convert_env(
+    env_id: str,
+    *,
+    out: str | Path,
+    env_kwargs: Mapping[str, Any] | None = None,
+    limit: int | None = None,
+    llm: str | None = None,
+    verify: bool = True,
+    rejected_path: str | Path | None = None,
+    batch_size: int = 8,
+) -> ConvertSummary:
+    """Convert the tasks of an env into unified annotations and verify them by replay.
+
+    Args:
+        env_id: the env whose tasks (and their gold rationales) are converted.
+        out: the JSONL file of kept annotations.
+        env_kwargs: env constructor arguments (``split``, ``source``, ``num_tasks``...).
+        limit: only the first ``limit`` tasks.
+        llm: ``BACKEND:MODEL[@BASE_URL]`` to rewrite rationales with a model instead of the
+            dataset's rule-based converter; its outputs are cached and the run resumes.
+        verify: replay each annotation in its env and keep only those that reach the answer.
+        rejected_path: where rejected items go (default: ``<out>.rejected.jsonl``).
+        batch_size: model requests per batch (``llm``).
+    """
+    import gymnasium as gym
+
+    from lumos_gym.conversion.rules import convert_tasks
+    from lumos_gym.conversion.verify import verify_annotations
+    from lumos_gym.envs.registration import resolve_env_id
+
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    env = gym.make(resolve_env_id(env_id), **dict(env_kwargs or {}))
+    try:
+        base = env.unwrapped
+        tasks = list(base.tasks)[:limit]
+        dataset = str(getattr(base, "dataset", env_id))
+    finally:
+        env.close()
+    items = (
+        _llm_annotations(tasks, dataset, llm, out, batch_size)
+        if llm else list(convert_tasks(tasks, dataset))
+    )  # fmt: skip
+    report = None
+    if verify:
+        report = verify_annotations(items)
+        kept, rejected = report.kept, report.rejected
+    else:
+        kept = [a for a in items if isinstance(a, Annotation)]
+        rejected = [r for r in items if isinstance(r, Rejected)]
+    rejected_file = Path(rejected_path) if rejected_path else out.with_suffix(".rejected.jsonl")
+    write_annotations(kept, out)
+    write_rejected(rejected, rejected_file)
+    return ConvertSummary(out, rejected_file, len(kept), len(rejected), report)
+
+
+__all__ = [
+    "ConvertSummary",
+    "ExportSummary",
+    "convert_env",
+    "export_files",
+    "make_backend_from_spec",
+    "write_rejected",
+]

@@ -1,0 +1,61 @@
+"""``lumos-gym convert`` and ``lumos-gym export`` end to end, offline."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from lumos_gym.cli import main
+from lumos_gym.conversion import read_annotations
+from lumos_gym.conversion.pipeline import make_backend_from_spec
+
+
+def test_convert_verify_and_export_the_math_envs(tmp_path, capsys):
+    gsm, word = tmp_path / "gsm8k.jsonl", tmp_path / "mathword.jsonl"
+    assert main(["convert", "--env", "GSM8K-v0", "--out", str(gsm)]) == 0
+    out = capsys.readouterr().out
+    assert "23 / 24" in out and "no calculation" in out
+    rejected = [json.loads(line) for line in open(tmp_path / "gsm8k.rejected.jsonl")]
+    assert [r["id"] for r in rejected] == ["gsm8k/sample/22"] and rejected[0]["reason"]
+    assert main(["convert", "--env", "MathWord-v0", "-k", "split=train", "-k", "num_tasks=20",
+                 "--out", str(word)]) == 0  # fmt: skip
+    assert len([a for a in read_annotations(word)]) == 60
+    first = gsm.read_bytes()
+    assert main(["convert", "--env", "GSM8K-v0", "--out", str(gsm)]) == 0
+    assert gsm.read_bytes() == first  # the same input gives the same bytes
+    for fmt in ("plan-iterative", "ground-iterative", "plan-onetime", "ground-onetime",
+                "integrated", "react", "cot", "direct"):  # fmt: skip
+        target = tmp_path / f"{fmt}.jsonl"
+        assert main(["export", str(gsm), str(word), "--format", fmt, "--dataset", "unified",
+                     "--out", str(target)]) == 0  # fmt: skip
+        records = [json.loads(line) for line in target.open()]
+        assert len(records) == 83 and records[0]["id"] == "unified_0"
+    capsys.readouterr()
+    assert main(["export", str(tmp_path / "none.jsonl"), "--format", "cot",
+                 "--out", str(tmp_path / "x.jsonl")]) == 2  # fmt: skip
+    assert "no annotation file" in capsys.readouterr().err
+
+
+def test_convert_with_a_model_keeps_every_rejection(tmp_path, capsys):
+    pytest.importorskip("torch")
+    from conftest import save_tiny_model
+
+    tiny = save_tiny_model(tmp_path / "tiny", max_positions=4096)
+    out = tmp_path / "llm.jsonl"
+    args = ["convert", "--env", "GSM8K-v0", "--limit", "3", "--llm", f"hf:{tiny}",
+            "--out", str(out)]  # fmt: skip
+    assert main(args) == 0
+    rejected = [json.loads(line) for line in open(tmp_path / "llm.rejected.jsonl")]
+    assert len(rejected) == 3 and all(r["reason"].startswith("conversion:") for r in rejected)
+    cache = tmp_path / "llm.llm-cache.jsonl"
+    assert cache.is_file() and len(cache.read_text().splitlines()) == 3
+    assert main(args) == 0  # resumes: nothing new to ask
+    assert len(cache.read_text().splitlines()) == 3
+
+
+def test_backend_specs():
+    with pytest.raises(Exception, match="BACKEND:MODEL"):
+        make_backend_from_spec("smollm2")
+    with pytest.raises(Exception, match="@BASE_URL"):
+        make_backend_from_spec("openai:model")
