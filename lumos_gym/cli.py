@@ -96,6 +96,13 @@ def cmd_data(args: argparse.Namespace) -> int:
     """Download official dataset files or show where they go."""
     from lumos_gym import data
 
+    if args.action == "build":
+        from lumos_gym.conversion.pipeline import build_offline_data
+
+        for line in build_offline_data(args.out, num_tasks=args.num_tasks):
+            print(line)
+        print("official files (not fetched): see `lumos-gym data status all`")
+        return 0
     names = data.DATASETS.names() if args.name == "all" else [args.name]
     if args.action == "download":
         for name in names:
@@ -236,9 +243,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--task-id", default=None)
     p.set_defaults(func=cmd_play)
 
-    p = sub.add_parser("data", help="download official dataset files, or show their status")
-    p.add_argument("action", choices=["download", "status"])
-    p.add_argument("name", help="a dataset name (gsm8k, svamp, asdiv...) or 'all'")
+    p = sub.add_parser(
+        "data", help="build the offline splits, download official files, or show their status"
+    )
+    p.add_argument("action", choices=["build", "download", "status"])
+    p.add_argument("name", nargs="?", default="all",
+                   help="a dataset name (gsm8k, svamp, asdiv...) or 'all' (download, status)")
+    p.add_argument("--out", default="data", help="build: the output folder")
+    p.add_argument("--num-tasks", type=int, default=200,
+                   help="build: procedural tasks per difficulty level")
     p.add_argument("--split", action="append", default=[], help="only this split, repeatable")
     p.add_argument("--force", action="store_true", help="download again")
     p.set_defaults(func=cmd_data)

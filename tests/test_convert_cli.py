@@ -59,3 +59,16 @@ def test_backend_specs():
         make_backend_from_spec("smollm2")
     with pytest.raises(Exception, match="@BASE_URL"):
         make_backend_from_spec("openai:model")
+
+
+def test_data_build_makes_every_offline_split(tmp_path, capsys):
+    assert main(["data", "build", "--out", str(tmp_path), "--num-tasks", "4"]) == 0
+    out = capsys.readouterr().out
+    assert "mathword-train.jsonl: 20 verified annotations, 0 rejected" in out
+    train = [json.loads(line) for line in open(tmp_path / "annotations" / "mathword-train.jsonl")]
+    test = [json.loads(line) for line in open(tmp_path / "test" / "mathword-test.jsonl")]
+    assert len(test) == 20 and not {r["task"] for r in train} & {t["question"] for t in test}
+    assert len((tmp_path / "test" / "gsm8k-sample.jsonl").read_text().splitlines()) == 24
+    for fmt in ("plan-iterative", "ground-onetime", "react", "direct"):
+        records = (tmp_path / "train" / f"{fmt}.jsonl").read_text().splitlines()
+        assert len(records) == 20 and json.loads(records[0])["dataset"] == "maths"

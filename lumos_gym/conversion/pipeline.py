@@ -230,7 +230,94 @@ def convert_env(
     return ConvertSummary(out, rejected_file, len(kept), len(rejected), report)
 
 
+@dataclass(frozen=True)
+class OfflineSplit:
+    """One split that ``lumos-gym data build`` makes without any download.
+
+    Attributes:
+        name: the file stem, e.g. ``"mathword-train"``.
+        env_id: the env whose tasks it holds.
+        kwargs: the env's constructor arguments.
+        role: ``"train"`` (converted, verified and exported as training data) or ``"test"``
+            (the task list, for evaluation).
+    """
+
+    name: str
+    env_id: str
+    kwargs: Mapping[str, Any]
+    role: str
+
+
+#: The offline splits: procedural train and test sets, and the bundled official-format samples.
+OFFLINE_SPLITS: tuple[OfflineSplit, ...] = (
+    OfflineSplit("mathword-train", "lumos/MathWord-v0",
+                 {"split": "train", "levels": [1, 2, 3, 4, 5]}, "train"),
+    OfflineSplit("mathword-test", "lumos/MathWord-v0",
+                 {"split": "test", "levels": [1, 2, 3, 4, 5]}, "test"),
+    OfflineSplit("gsm8k-sample", "lumos/GSM8K-v0", {}, "test"),
+    OfflineSplit("svamp-sample", "lumos/SVAMP-v0", {}, "test"),
+    OfflineSplit("asdiv-sample", "lumos/ASDiv-v0", {}, "test"),
+)  # fmt: skip
+
+
+def _write_tasks(env_id: str, kwargs: Mapping[str, Any], path: Path) -> int:
+    """Write an env's tasks as JSON lines (id, question, answer, rationale, gold actions...)."""
+    import dataclasses
+
+    import gymnasium as gym
+
+    env = gym.make(env_id, **dict(kwargs))
+    try:
+        tasks = list(env.unwrapped.tasks)
+    finally:
+        env.close()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", encoding="utf-8") as f:
+        for task in tasks:
+            row = dataclasses.asdict(task)
+            f.write(json.dumps(row, ensure_ascii=False, sort_keys=True, default=str) + "\n")
+    return len(tasks)
+
+
+def build_offline_data(out: str | Path, *, num_tasks: int = 200) -> list[str]:
+    """Build every offline split under ``out`` and return one report line per file.
+
+    ``train`` splits become verified annotations (``annotations/``) and training records in
+    every export format (``train/<format>.jsonl``); ``test`` splits become task lists
+    (``test/<name>.jsonl``). Official files are not fetched: ``lumos-gym data status all`` says
+    where each goes.
+
+    Args:
+        out: the folder.
+        num_tasks: procedural tasks per difficulty level.
+    """
+    out = Path(out)
+    lines: list[str] = []
+    annotation_files: list[Path] = []
+    for split in OFFLINE_SPLITS:
+        kwargs = dict(split.kwargs)
+        if split.env_id == "lumos/MathWord-v0":
+            kwargs["num_tasks"] = num_tasks
+        if split.role == "train":
+            target = out / "annotations" / f"{split.name}.jsonl"
+            summary = convert_env(split.env_id, out=target, env_kwargs=kwargs)
+            annotation_files.append(target)
+            lines.append(f"{target}: {summary.kept} verified annotations, {summary.rejected} "
+                         "rejected")  # fmt: skip
+        else:
+            target = out / "test" / f"{split.name}.jsonl"
+            lines.append(f"{target}: {_write_tasks(split.env_id, kwargs, target)} tasks")
+    for fmt in FORMATS:
+        target = out / "train" / f"{fmt}.jsonl"
+        summary = export_files(annotation_files, fmt, target)
+        lines.append(f"{target}: {summary.records} records")
+    return lines
+
+
 __all__ = [
+    "OFFLINE_SPLITS",
+    "OfflineSplit",
+    "build_offline_data",
     "ConvertSummary",
     "ExportSummary",
     "convert_env",
