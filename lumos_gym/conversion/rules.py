@@ -25,6 +25,7 @@ the same annotations, byte for byte.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from fractions import Fraction
@@ -196,14 +197,42 @@ def _calculator_plan(
         raise ConversionError(f"{where}: no calculation to convert")
     if not answers_match(results[-1][1], answer):
         earlier = [var for var, value in results if answers_match(value, answer)]
-        if not earlier:
+        if earlier:
+            var = earlier[-1]
+            plan[-1][1].append(f"Output = {var} = {dict(results)[var]}")
+            return plan
+        rounding = _rounding_step(results, answer)
+        if rounding is None:
             values = ", ".join(value for _, value in results)
             raise ConversionError(
                 f"{where}: the final answer {answer!r} is the value of no calculation ({values})"
             )
-        var = earlier[-1]
-        plan[-1][1].append(f"Output = {var} = {dict(results)[var]}")
+        plan.append(rounding)
     return plan
+
+
+_ROUNDINGS = (("floor", math.floor, "down"), ("ceil", math.ceil, "up"), ("round", round, ""))
+
+
+def _rounding_step(results: Sequence[tuple[str, str]], answer: str) -> tuple[str, list[str]] | None:
+    """Return a last subgoal rounding a result to a whole-number answer, when one does.
+
+    Word problems often answer with a whole number that the solution rounds silently (``20/6 =
+    3.33``, so 3 full boxes); the latest result that rounds to the answer is used, with
+    ``floor``, then ``ceil``, then ``round``.
+    """
+    target = to_fraction(answer)
+    if target is None or target.denominator != 1:
+        return None
+    for var, value in reversed(results):
+        number = to_fraction(value)
+        if number is None or number.denominator == 1:
+            continue
+        for name, fn, how in _ROUNDINGS:
+            if fn(number) == target:
+                subgoal = f"Round the result {how} to a whole number.".replace("  ", " ")
+                return subgoal, [f"R{len(results) + 1} = Calculator({name}({var})) = {answer}"]
+    return None
 
 
 def _annotation(task: Task, dataset: str, plan: Plan, answer: str, **meta: Any) -> Annotation:
