@@ -12,10 +12,8 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import platform
 import sys
-import tempfile
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -30,6 +28,7 @@ from lumos_gym.agents.backends.base import Backend
 from lumos_gym.agents.base import Agent, AgentConfig
 from lumos_gym.agents.runner import STATUSES, EpisodeRecord, EpisodeSpec, Runner
 from lumos_gym.errors import LumosGymError
+from lumos_gym.jsonl import append_jsonl, drop_partial_line, write_json_atomic
 
 #: The default model of each backend (None: the user must name one).
 DEFAULT_MODELS: dict[str, str | None] = {"hf": "smollm2-135m", "openai": None, "vllm": None}
@@ -218,60 +217,37 @@ def build_backends(roles: Sequence[str], options: ModelOptions) -> BackendSet:
 class ResultsFile:
     """An append-only JSONL file of episode records that survives a kill.
 
-    Each record is one line, flushed and fsynced. On opening, complete lines are read back
-    (their keys say which episodes are done) and a torn last line is cut off.
+    Each record is one line, flushed and fsynced. On opening, a torn last line is cut off and
+    the complete lines are read back (their keys say which episodes are done); any other
+    unreadable line is an error, never silently dropped.
     """
 
     def __init__(self, path: Path) -> None:
         self.path = path
         self.done: dict[str, dict[str, Any]] = {}
+        drop_partial_line(path)
         if path.exists():
-            self._recover()
+            with open(path, encoding="utf-8") as f:
+                for n, line in enumerate(f, 1):
+                    try:
+                        record = json.loads(line)
+                        self.done[record["key"]] = record
+                    except (ValueError, KeyError, TypeError) as e:
+                        raise EvaluationError(
+                            f"{path}:{n} is not an episode record ({e}); move the file away "
+                            "or pass another --out"
+                        ) from None
         path.parent.mkdir(parents=True, exist_ok=True)
         self._file = open(path, "a", encoding="utf-8")  # noqa: SIM115 (closed in close())
 
-    def _recover(self) -> None:
-        good = 0
-        with open(self.path, "rb") as f:
-            for raw in f:
-                try:
-                    record = json.loads(raw)
-                except ValueError:
-                    break
-                if not raw.endswith(b"\n") or "key" not in record:
-                    break
-                self.done[record["key"]] = record
-                good += len(raw)
-        if good < self.path.stat().st_size:
-            with open(self.path, "r+b") as f:
-                f.truncate(good)
-
     def append(self, record: Mapping[str, Any]) -> None:
         """Write one record durably."""
-        self._file.write(json.dumps(record, ensure_ascii=False) + "\n")
-        self._file.flush()
-        os.fsync(self._file.fileno())
+        append_jsonl(self._file, record)
         self.done[record["key"]] = dict(record)
 
     def close(self) -> None:
         """Close the file."""
         self._file.close()
-
-
-def write_json_atomic(path: Path, data: Any) -> None:
-    """Write JSON to ``path`` through a temporary file and an atomic rename."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(data, f, indent=2, ensure_ascii=False)
-            f.write("\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def mean_se(values: Sequence[float]) -> tuple[float, float]:

@@ -300,23 +300,14 @@ def record_bytes(record: Mapping[str, Any]) -> str:
 
 
 def write_records(records: Iterable[Mapping[str, Any]], path: str | Path) -> int:
-    """Write training records as JSON lines (atomically: a temporary file, then a rename)."""
-    import os
-    import tempfile
+    """Write training records as JSON lines, atomically (a reader never sees half a file)."""
+    from lumos_gym.jsonl import atomic_writer
 
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     count = 0
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            for record in records:
-                f.write(record_bytes(record))
-                count += 1
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with atomic_writer(path) as f:
+        for record in records:
+            f.write(record_bytes(record))
+            count += 1
     return count
 
 

@@ -32,7 +32,6 @@ from typing import Any
 
 from lumos_gym.actions import references
 from lumos_gym.agents.backends.base import Backend, Completion, GenerationRequest
-from lumos_gym.agents.backends.caching import append_jsonl, drop_partial_line
 from lumos_gym.conversion.annotation import (
     Annotation,
     AnnotationError,
@@ -41,6 +40,7 @@ from lumos_gym.conversion.annotation import (
 )
 from lumos_gym.conversion.exports import Rejected
 from lumos_gym.errors import ActionParseError, DataError
+from lumos_gym.jsonl import append_jsonl, drop_partial_line
 from lumos_gym.tools.base import ToolSpec
 
 logger = logging.getLogger(__name__)

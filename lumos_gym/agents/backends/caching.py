@@ -18,14 +18,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
 
 from lumos_gym.agents.backends.base import Backend, BackendInfo, Completion, GenerationRequest
 from lumos_gym.errors import DataError
+from lumos_gym.jsonl import append_jsonl, drop_partial_line
 
 _COMPLETION_FIELDS = ("text", "stop_reason", "input_tokens", "output_tokens", "model_id")
 
@@ -47,24 +46,6 @@ def request_key(request: GenerationRequest, model_id: str) -> str:
     }
     text = json.dumps(payload, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
-def drop_partial_line(path: Path) -> None:
-    """Cut a JSON-lines file after its last newline (the half-written line of a killed run)."""
-    if not path.exists():
-        return
-    with open(path, "rb+") as f:
-        data = f.read()
-        if not data or data.endswith(b"\n"):
-            return
-        f.truncate(data.rfind(b"\n") + 1)
-
-
-def append_jsonl(f: Any, record: dict[str, Any]) -> None:
-    """Write one JSON line to the open text file ``f``, then flush and fsync it."""
-    f.write(json.dumps(record, ensure_ascii=False, sort_keys=True) + "\n")
-    f.flush()
-    os.fsync(f.fileno())
 
 
 class CachingBackend(Backend):
