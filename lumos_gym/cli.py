@@ -9,15 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from lumos_gym.errors import LumosGymError
-
-
-def _table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    """Render a plain-text table with left-aligned columns."""
-    widths = [max(len(str(x)) for x in col) for col in zip(headers, *rows, strict=False)]
-    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True))]
-    lines.append("  ".join("-" * w for w in widths))
-    lines += ["  ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=True)) for r in rows]
-    return "\n".join(line.rstrip() for line in lines)
+from lumos_gym.text import table
 
 
 def _parse_kwargs(pairs: Sequence[str]) -> dict[str, Any]:
@@ -45,7 +37,7 @@ def cmd_envs(args: argparse.Namespace) -> int:
         cls = info.env_class()
         tools = [*cls.default_tools, "Answer"] if cls.default_tools else ["(game commands)"]
         rows.append([env_id, cls.task_type, ", ".join(tools), ", ".join(info.sources), info.size])
-    print(_table(["id", "task type", "actions", "sources", "size"], rows))
+    print(table(["id", "task type", "actions", "sources", "size"], rows))
     return 0
 
 
@@ -173,7 +165,7 @@ def cmd_agents(args: argparse.Namespace) -> int:
         cls = AGENTS.get(name)
         doc = (cls.__doc__ or "").strip().splitlines()[0]
         rows.append([name, ", ".join(cls.roles) or "(none)", doc])
-    print(_table(["agent", "roles", "description"], rows))
+    print(table(["agent", "roles", "description"], rows))
     return 0
 
 

@@ -29,6 +29,7 @@ from lumos_gym.agents.base import Agent, AgentConfig
 from lumos_gym.agents.runner import STATUSES, EpisodeRecord, EpisodeSpec, Runner
 from lumos_gym.errors import LumosGymError
 from lumos_gym.jsonl import append_jsonl, drop_partial_line, write_json_atomic
+from lumos_gym.text import table
 
 #: The default model of each backend (None: the user must name one).
 DEFAULT_MODELS: dict[str, str | None] = {"hf": "smollm2-135m", "openai": None, "vllm": None}
@@ -306,11 +307,7 @@ def format_table(summary: Mapping[str, Any]) -> str:
             str(group["statuses"].get("completed", 0)), others or "-",
             f"{group['input_tokens']}/{group['output_tokens']}",
         ])  # fmt: skip
-    widths = [max(len(r[i]) for r in [headers, *rows]) for i in range(len(headers))]
-    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True))]
-    lines.append("  ".join("-" * w for w in widths))
-    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in rows]
-    return "\n".join(line.rstrip() for line in lines)
+    return table(headers, rows)
 
 
 # ------------------------------------------------------------------------------ the run
