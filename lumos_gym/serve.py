@@ -483,7 +483,8 @@ def serve(
     """Load ``model`` with the ``hf`` backend and serve it until interrupted.
 
     Args:
-        model: a Hugging Face model id or a local folder.
+        model: a Hugging Face model id, a local folder, or a LoRA folder from
+            ``lumos-gym train`` (its base model is loaded with it).
         adapter: a peft adapter to apply on top of ``model``.
         host: the interface to listen on; the default accepts local clients only.
         port: the TCP port.
@@ -497,11 +498,14 @@ def serve(
     """
     import uvicorn
 
-    from lumos_gym.agents.backends.hf import HFBackend
+    from lumos_gym.agents.backends.hf import HFBackend, split_model_name
 
+    base, folder = split_model_name(model)
+    if folder is not None and adapter is not None:
+        raise BackendError(f"{model!r} is an adapter folder; pass its base as --model instead")
     backend = HFBackend(
-        model,
-        adapter=adapter,
+        base,
+        adapter=adapter or folder,
         device=device,
         dtype=dtype,
         batch_size=batch_size,

