@@ -231,3 +231,65 @@ def test_merge_verb_writes_a_model_that_loads(tmp_path):
     with torch.no_grad():
         assert torch.allclose(merged(ids).logits, expected, atol=1e-4)
     assert main(["merge", str(tmp_path / "tiny"), "--out", str(tmp_path / "m2")]) == 2
+
+
+def test_reproduce_trains_every_agent_on_one_mixture_scores_and_ships(tmp_path, monkeypatch):
+    """reproduce_offline end to end on the tiny model and a small prepared data folder."""
+    from conftest import save_tiny_model
+
+    from lumos_gym.agents import reference
+    from lumos_gym.agents.base import AgentConfig
+    from lumos_gym.cli import main
+    from lumos_gym.training.reproduce import TestEnv, reproduce_offline, ship_reference
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    tiny = str(save_tiny_model(tmp_path / "tiny", max_positions=4096))
+    out = tmp_path / "run"
+    train = out / "data" / "train"
+    train.mkdir(parents=True)
+    annotations = tmp_path / "mathword.jsonl"
+    assert main(["convert", "--env", "lumos/MathWord-v0", "-k", "split=train", "-k",
+                 "num_tasks=6", "-k", "levels=[1]", "--out", str(annotations)]) == 0
+    for fmt in ("plan-iterative", "ground-iterative", "cot"):
+        assert main(["export", str(annotations), "--format", fmt,
+                     "--out", str(train / f"{fmt}.jsonl")]) == 0
+    (out / "data" / ".built").write_text("{}")
+    suite = (TestEnv("lumos/MathWord-v0", {"split": "test", "levels": [1, 2], "num_tasks": 1}),)
+    settings = dict(
+        agents=["lumos-i", "cot"], base_model=tiny, suite=suite, mix={"maths": 4},
+        training={"max_steps": 2, "report_to": "none", "device": "cpu", "eval_fraction": 0.0},
+        agent_config=AgentConfig(max_rounds=1, max_new_tokens=4), progress=False,
+        log=lambda line: None,
+    )
+    try:
+        report = reproduce_offline(out, **settings)
+        for agent, roles in (("lumos-i", ("planner", "grounder")), ("cot", ("policy",))):
+            for role in roles:
+                folder = out / "models" / agent / role
+                run = json.loads((folder / "lumos_training.json").read_text())
+                assert run["steps"] == 2 and run["train_examples"] == 4  # same records and steps
+        assert set(report["scores"]) == {BASE_NAME, "lumos-i", "cot"}
+        assert report["scores"]["lumos-i"]["MathWord-v0"]["episodes"] == 2
+        assert "MathWord-v0 / level 2" in report["scores"]["cot"]
+        assert (out / "report.md").read_text().startswith(f"| split | episodes | {BASE_NAME}")
+        trained = (out / "models" / "cot" / "policy" / "adapter_model.safetensors").stat()
+        again = reproduce_offline(out, **settings)  # finished steps are skipped
+        assert again["scores"] == report["scores"]
+        assert (out / "models" / "cot" / "policy" / "adapter_model.safetensors").stat() == trained
+    finally:
+        torch.set_num_threads(threads)
+    monkeypatch.setattr(reference, "REFERENCE_ROOT", tmp_path / "package")
+    with pytest.raises(TrainingError, match="adapt 'smollm2-135m'"):
+        ship_reference(out)  # only adapters of the reference base ship
+    ref = reference.REFERENCE_AGENTS["lumos-i"]
+    monkeypatch.setitem(reference.REFERENCE_AGENTS, "lumos-i",
+                        reference.ReferenceAgent("lumos-i", tiny, ref.folder, ref.roles))
+    shipped = ship_reference(out)
+    card = (shipped / "CARD.md").read_text()
+    assert "lumos-gym reproduce offline" in card and "| level 1 |" not in card
+    assert "&nbsp;&nbsp;level 1" in card
+    assert reference.reference_models("lumos-i")["planner"] == str(shipped / "planner")
+    shipped_report = json.loads((shipped / "planner" / "lumos_training.json").read_text())
+    shipped_report["config"].pop("base_model")
+    assert str(tmp_path) not in json.dumps(shipped_report)

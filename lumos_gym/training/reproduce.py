@@ -157,7 +157,7 @@ def train_model(
 
 def evaluate_agent(
     agent: str, models: Mapping[str, str], out: Path, *, suite: Sequence[TestEnv],
-    batch_size: int, progress: bool,
+    batch_size: int, progress: bool, agent_config: Any = None,
 ) -> list[dict[str, Any]]:
     """Run ``agent`` with role → model folders (empty: the untrained base) on the suite."""
     from lumos_gym.evaluate import ModelOptions, evaluate
@@ -171,7 +171,7 @@ def evaluate_agent(
         name = entry.env_id.split("/")[-1]
         result = evaluate(
             agent, envs=[entry.env_id], env_kwargs=dict(entry.kwargs), limit=entry.limit,
-            models=options, out=out / name, progress=progress,
+            models=options, out=out / name, progress=progress, agent_config=agent_config,
         )  # fmt: skip
         records.extend(result.records)
     return records
@@ -234,6 +234,7 @@ def reproduce_offline(
     training: Mapping[str, Any] | None = None,
     mix: Mapping[str, int] | None = None,
     progress: bool = True,
+    agent_config: Any = None,
     log: Callable[[str], None] = print,
 ) -> dict[str, Any]:
     """Run every step (see the module docstring) and return the report data.
@@ -263,12 +264,13 @@ def reproduce_offline(
         base = {"planner": base_model, "grounder": base_model, "policy": base_model}
         runs[BASE_NAME] = evaluate_agent(
             "lumos-i", base, out / "results" / "base", suite=suite, batch_size=batch_size,
-            progress=progress,
+            progress=progress, agent_config=agent_config,
         )
     for agent, models in trained.items():
         log(f"evaluate: {agent}")
         runs[agent] = evaluate_agent(agent, models, out / "results" / agent, suite=suite,
-                                     batch_size=batch_size, progress=progress)  # fmt: skip
+                                     batch_size=batch_size, progress=progress,
+                                     agent_config=agent_config)  # fmt: skip
     groups = {e.env_id: task_groups(e.env_id, e.kwargs) for e in suite}
     table = score_table(runs, groups)
     budget = {**REFERENCE_TRAINING, **dict(training or {})}
@@ -381,6 +383,12 @@ def ship_reference(out: str | Path) -> Path:
         for name in ("adapter_config.json", "adapter_model.safetensors", REPORT_FILE):
             if not (source / name).is_file():
                 raise TrainingError(f"{source} has no {name}: train it first")
+        base = json.loads((source / "adapter_config.json").read_text(encoding="utf-8"))
+        if base.get("base_model_name_or_path") != ref.base_model:
+            raise TrainingError(
+                f"{source} adapts {base.get('base_model_name_or_path')!r}; the shipped "
+                f"reference adapters adapt {ref.base_model!r}"
+            )
         for name in ("adapter_config.json", "adapter_model.safetensors"):
             shutil.copyfile(source / name, target / name)
         run = json.loads((source / REPORT_FILE).read_text(encoding="utf-8"))
