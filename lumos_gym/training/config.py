@@ -232,17 +232,19 @@ RECIPES: dict[str, Recipe] = {
             "total_batch": 128, "precision": "auto", "pack": False,
         },
     ),
-    # A LoRA run sized for two CPU cores: r=8 on every linear layer (about 4.6 MB in bf16 for
-    # SmolLM2-135M), a higher learning rate as LoRA needs, 2 packed rows of up to 1024 tokens a
-    # step, fp32 on a CPU (bf16 matmuls ran at a third of fp32's speed on the CPUs measured);
-    # 300 steps are about 600k tokens, about an hour at 150-200 tokens/s.
+    # A LoRA run sized for two CPU cores: r=8 on every linear layer (about 4.9 MB in bf16 for
+    # SmolLM2-135M), a higher learning rate as LoRA needs, 8 records a step in length-grouped
+    # padded batches, fp32 on a CPU (bf16 matmuls ran at a third of fp32's speed on the CPUs
+    # measured). benchmarks/train_throughput.py measured length-grouped batches at 1.5x the
+    # tokens/s of packed 1024-token rows on two cores: a packed row attends through a
+    # block-diagonal mask, which CPU attention runs on its slow path.
     "cpu-small": Recipe(
         "cpu-small",
-        "LoRA r=8 on all linear layers, lr 4e-4, 2 packed 1024-token rows a step, 300 steps",
+        "LoRA r=8 on all linear layers, lr 4e-4, 8 length-grouped records a step, 300 steps",
         {
             "lora_r": 8, "lora_alpha": 16, "lr": 4e-4, "schedule": "linear",
-            "warmup_ratio": 0.03, "max_length": 1024, "batch_size": 2, "grad_accum": 1,
-            "max_steps": 300, "pack": True, "precision": "auto", "eval_steps": 50,
+            "warmup_ratio": 0.03, "max_length": 1024, "batch_size": 8, "grad_accum": 1,
+            "max_steps": 300, "pack": False, "precision": "auto", "eval_steps": 50,
             "save_steps": 50,
         },
     ),

@@ -46,11 +46,13 @@ REFERENCE_MIX: dict[str, int] = {
     "multimodal": 100,
 }  # fmt: skip
 
-#: The training budget of every model: the cpu-small recipe (LoRA r=8 on all linear layers, 2
-#: packed rows of at most 1024 tokens a step, lr 4e-4 with linear decay and 3% warmup) cut to
-#: 110 optimizer steps, so that the two Lumos-I modules train in about an hour on two cores.
+#: The training budget of every model, as the shipped Lumos-I adapters were trained: the
+#: cpu-small recipe (LoRA r=8 on all linear layers, lr 4e-4 with linear decay and 3% warmup)
+#: with 2 packed rows of at most 1024 tokens a step, cut to 110 optimizer steps, so that the two
+#: Lumos-I modules train in about an hour on two cores.
 REFERENCE_TRAINING: dict[str, Any] = {
-    "recipe": "cpu-small", "max_steps": 110, "save_steps": 20, "eval_steps": 40,
+    "recipe": "cpu-small", "max_steps": 110, "pack": True, "batch_size": 2, "save_steps": 20,
+    "eval_steps": 40,
 }  # fmt: skip
 
 BASE_NAME = "base (untrained)"
@@ -362,6 +364,8 @@ def reference_card(report: Mapping[str, Any], runs: Mapping[str, Mapping[str, An
 def ship_reference(out: str | Path) -> Path:
     """Copy ``OUT/models/lumos-i`` adapters into the package with their card.
 
+    The card is generated from the run's reports; ``OUT/NOTES.md``, when present, is appended.
+
     Raises:
         TrainingError: the run has no report or no trained Lumos-I.
     """
@@ -394,7 +398,11 @@ def ship_reference(out: str | Path) -> Path:
         run = json.loads((source / REPORT_FILE).read_text(encoding="utf-8"))
         runs[role] = portable_training_report(run)
         write_json_atomic(target / REPORT_FILE, runs[role])
-    (ref.path / "CARD.md").write_text(reference_card(report, runs), encoding="utf-8")
+    card = reference_card(report, runs)
+    notes = out / "NOTES.md"  # the release's own remarks, kept with the card
+    if notes.is_file():
+        card += "\n" + notes.read_text(encoding="utf-8").strip() + "\n"
+    (ref.path / "CARD.md").write_text(card, encoding="utf-8")
     return ref.path
 
 
