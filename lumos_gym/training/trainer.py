@@ -203,11 +203,12 @@ def _attach_lora(model: Any, config: TrainConfig) -> Any:
     except ImportError as e:  # pragma: no cover - peft is in the hf extra
         raise TrainingError("LoRA needs peft: pip install 'lumos-gym[hf]'") from e
     if config.init_adapter:
-        from lumos_gym.agents.backends.hf import check_adapter_folder
+        from lumos_gym.agents.backends.hf import check_adapter_folder, quiet_peft_deprecations
 
         try:
             folder = check_adapter_folder("init", config.init_adapter)
-            return PeftModel.from_pretrained(model, folder, is_trainable=True)
+            with quiet_peft_deprecations():
+                return PeftModel.from_pretrained(model, folder, is_trainable=True)
         except (BackendError, RuntimeError, ValueError, KeyError) as e:
             base = _adapter_base(config.init_adapter)
             raise TrainingError(
@@ -232,7 +233,10 @@ def _attach_lora(model: Any, config: TrainConfig) -> Any:
         target_modules=targets,
         task_type="CAUSAL_LM",
     )
-    return get_peft_model(model, lora)
+    from lumos_gym.agents.backends.hf import quiet_peft_deprecations
+
+    with quiet_peft_deprecations():
+        return get_peft_model(model, lora)
 
 
 def _tensorboard_available() -> bool:

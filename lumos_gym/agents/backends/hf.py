@@ -44,6 +44,7 @@ import logging
 import os
 import re
 import threading
+import warnings
 import zlib
 from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -417,6 +418,19 @@ def load_tokenizer(name: str, *, local: bool) -> Any:
         raise BackendError(f"cannot load a tokenizer from {name!r}: {e}{hint}") from e
 
 
+@contextlib.contextmanager
+def quiet_peft_deprecations() -> Iterator[None]:
+    """Hide the FutureWarning transformers 5.x raises when peft reads ``is_gradient_checkpointing``.
+
+    peft 0.21 still reads the attribute transformers renamed; the warning says nothing a user of
+    lumos-gym can act on, and it would print on every adapter load.
+    """
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*",
+                                category=FutureWarning)  # fmt: skip
+        yield
+
+
 def attach_adapters(model: Any, adapters: Mapping[str, Path]) -> Any:
     """Wrap ``model`` in a peft model holding every adapter of ``adapters`` (name → folder).
 
@@ -434,10 +448,11 @@ def attach_adapters(model: Any, adapters: Mapping[str, Path]) -> Any:
     wrapped = model
     for name, path in adapters.items():
         try:
-            if wrapped is model:
-                wrapped = PeftModel.from_pretrained(model, path, adapter_name=name)
-            else:
-                wrapped.load_adapter(path, adapter_name=name)
+            with quiet_peft_deprecations():
+                if wrapped is model:
+                    wrapped = PeftModel.from_pretrained(model, path, adapter_name=name)
+                else:
+                    wrapped.load_adapter(path, adapter_name=name)
         except (OSError, ValueError, KeyError, RuntimeError) as e:
             made_for = adapter_folder_base(path) or "another model"
             loaded = getattr(model.config, "_name_or_path", "") or "the model"
