@@ -237,8 +237,9 @@ def cmd_train(args: argparse.Namespace) -> int:
     result = train(config)
     report = result.report
     kind = "model" if config.lora_r is None else "adapter"
-    print(f"{kind}: {result.out} ({report['steps']} steps, loss {report['first_loss']:.3f} -> "
-          f"{report['final_loss']:.3f}, {report['tokens_per_second']} tokens/s)")  # fmt: skip
+    print(f"{kind}: {result.out} ({report['steps']} steps, logged loss {report['first_loss']:.3f}"
+          f" -> {report['final_loss']:.3f}, mean {report['mean_loss']:.3f}, "
+          f"{report['tokens_per_second']} tokens/s)")  # fmt: skip
     if report["eval_losses"]:
         print(f"eval loss: {report['eval_losses'][-1][1]:.3f}")
     if result.merged:

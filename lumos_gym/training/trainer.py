@@ -69,6 +69,8 @@ class Prepared:
         stats: what encoding did.
         fingerprint: the SHA-256 of each data file.
         resume_from: the checkpoint to continue from, if any.
+        notes: warnings about the data (truncated or dropped records).
+        mean_loss: the mean training loss of the run, once trained.
     """
 
     config: TrainConfig
@@ -81,6 +83,7 @@ class Prepared:
     fingerprint: dict[str, str]
     resume_from: str | None = None
     notes: list[str] = field(default_factory=list)
+    mean_loss: float | None = None
 
 
 @dataclass
@@ -406,6 +409,20 @@ def _dtype(name: str) -> Any:
     return {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[name]
 
 
+def name_adapter_base(out: Path, base_model: str) -> None:
+    """Record ``base_model`` as the adapter's base in ``out/adapter_config.json``.
+
+    It is the name the run was given (an alias, hub id or folder), so that
+    ``evaluate --planner OUT`` loads the same model.
+    """
+    from lumos_gym.jsonl import write_json_atomic
+
+    path = out / "adapter_config.json"
+    data = json.loads(path.read_text(encoding="utf-8"))
+    data["base_model_name_or_path"] = base_model
+    write_json_atomic(path, data)
+
+
 def cast_adapter_file(out: Path, dtype: str) -> None:
     """Rewrite the saved adapter weights of ``out`` in ``dtype`` (bf16 halves an fp32 file)."""
     weights = out / "adapter_model.safetensors"
@@ -471,10 +488,7 @@ def finish(prepared: Prepared, trainer: Any, seconds: float) -> TrainResult:
     config = prepared.config
     out = Path(config.out)
     state = trainer.state
-    if config.lora_r is not None:
-        for peft_config in trainer.model.peft_config.values():
-            peft_config.base_model_name_or_path = config.base_model
-    else:  # the Trainer turns the KV cache off while training; a saved model should use it
+    if config.lora_r is None:  # the Trainer turns the KV cache off; a saved model should use it
         trainer.model.config.use_cache = True
     if getattr(trainer, "is_fsdp_enabled", False):  # one full file, not per-rank shards
         trainer.accelerator.state.fsdp_plugin.set_state_dict_type("FULL_STATE_DICT")
@@ -483,6 +497,7 @@ def finish(prepared: Prepared, trainer: Any, seconds: float) -> TrainResult:
     if trainer.is_world_process_zero():
         if config.lora_r is not None:
             cast_adapter_file(out, config.adapter_dtype)
+            name_adapter_base(out, config.base_model)
         prepared.tokenizer.save_pretrained(str(out))
         if config.merge:
             merged = merge_adapter(out, out / "merged", dtype=config.adapter_dtype)
@@ -502,6 +517,7 @@ def finish(prepared: Prepared, trainer: Any, seconds: float) -> TrainResult:
         "steps": state.global_step,
         "epochs": state.epoch,
         "first_loss": losses[0]["loss"] if losses else None,
+        "mean_loss": prepared.mean_loss,
         "final_loss": losses[-1]["loss"] if losses else None,
         "eval_losses": [(e["step"], e["eval_loss"]) for e in evals],
         "seconds": round(seconds, 1),
@@ -535,8 +551,9 @@ def train(config: TrainConfig) -> TrainResult:
         config.save(out)
         write_json_atomic(out / DATA_FILE, prepared.fingerprint)
     started = time.perf_counter()
-    trainer.train(resume_from_checkpoint=prepared.resume_from)
+    output = trainer.train(resume_from_checkpoint=prepared.resume_from)
     seconds = time.perf_counter() - started
+    prepared.mean_loss = output.training_loss
     step = trainer.state.global_step
     evaluated = any(e.get("step") == step and "eval_loss" in e for e in trainer.state.log_history)
     if prepared.eval and not evaluated:
@@ -562,6 +579,7 @@ __all__ = [
     "load_base",
     "merge_adapter",
     "model_max_length",
+    "name_adapter_base",
     "prepare",
     "cast_adapter_file",
     "steps_per_epoch",
