@@ -75,6 +75,20 @@ def pack_examples(examples: Sequence[Example], max_length: int) -> list[PackedRo
     return packed
 
 
+def _right_padded(rows: Sequence[Mapping[str, Any]], key: str, fill: Any) -> torch.Tensor:
+    """Stack ``row[key]`` of every row, right-padded to the longest ``input_ids``.
+
+    ``fill`` is a value, or a function of the gap's length returning the padding list.
+    """
+    width = max(len(row["input_ids"]) for row in rows)
+    stacked = []
+    for row in rows:
+        gap = width - len(row["input_ids"])
+        tail = fill(gap) if callable(fill) else [fill] * gap
+        stacked.append(list(row[key]) + tail)
+    return torch.tensor(stacked, dtype=torch.long)
+
+
 class PackedCollator:
     """Collate packed rows: right-pad with a separate position run and no attention mask.
 
@@ -87,17 +101,10 @@ class PackedCollator:
 
     def __call__(self, rows: Sequence[Mapping[str, Any]]) -> dict[str, torch.Tensor]:
         """Stack rows into ``input_ids``, ``labels`` and ``position_ids`` tensors."""
-        width = max(len(row["input_ids"]) for row in rows)
-        ids, labels, positions = [], [], []
-        for row in rows:
-            gap = width - len(row["input_ids"])
-            ids.append(list(row["input_ids"]) + [self.pad_id] * gap)
-            labels.append(list(row["labels"]) + [IGNORE_INDEX] * gap)
-            positions.append(list(row["position_ids"]) + list(range(gap)))
         return {
-            "input_ids": torch.tensor(ids, dtype=torch.long),
-            "labels": torch.tensor(labels, dtype=torch.long),
-            "position_ids": torch.tensor(positions, dtype=torch.long),
+            "input_ids": _right_padded(rows, "input_ids", self.pad_id),
+            "labels": _right_padded(rows, "labels", IGNORE_INDEX),
+            "position_ids": _right_padded(rows, "position_ids", lambda gap: list(range(gap))),
         }
 
 
@@ -109,17 +116,12 @@ class PaddedCollator:
 
     def __call__(self, rows: Sequence[Mapping[str, Any]]) -> dict[str, torch.Tensor]:
         """Stack rows into ``input_ids``, ``labels`` and ``attention_mask`` tensors."""
-        width = max(len(row["input_ids"]) for row in rows)
-        ids, labels, mask = [], [], []
-        for row in rows:
-            n = len(row["input_ids"])
-            ids.append(list(row["input_ids"]) + [self.pad_id] * (width - n))
-            labels.append(list(row["labels"]) + [IGNORE_INDEX] * (width - n))
-            mask.append([1] * n + [0] * (width - n))
+        ids = _right_padded(rows, "input_ids", self.pad_id)
+        lengths = torch.tensor([len(row["input_ids"]) for row in rows])
         return {
-            "input_ids": torch.tensor(ids, dtype=torch.long),
-            "labels": torch.tensor(labels, dtype=torch.long),
-            "attention_mask": torch.tensor(mask, dtype=torch.long),
+            "input_ids": ids,
+            "labels": _right_padded(rows, "labels", IGNORE_INDEX),
+            "attention_mask": (torch.arange(ids.shape[1])[None, :] < lengths[:, None]).long(),
         }
 
 

@@ -13,6 +13,7 @@ an assistant span; a record with no trained token left is dropped and counted.
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import json
 import random
@@ -220,15 +221,14 @@ def _span_labels(
 ) -> tuple[list[int], list[bool]]:
     """Token ids of the joined pieces and, per token, whether it starts in a trained piece."""
     text = "".join(p for p, _ in pieces)
-    trained_chars: list[tuple[int, int]] = []
+    starts: list[int] = []  # where each piece starts, for a binary search per token
     start = 0
-    for piece, trained in pieces:
-        if trained:
-            trained_chars.append((start, start + len(piece)))
+    for piece, _ in pieces:
+        starts.append(start)
         start += len(piece)
 
     def in_trained(offset: int) -> bool:
-        return any(a <= offset < b for a, b in trained_chars)
+        return pieces[max(0, bisect.bisect_right(starts, offset) - 1)][1]
 
     if getattr(tokenizer, "is_fast", False):
         encoded = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)

@@ -156,7 +156,9 @@ def model_max_length(model: Any) -> int | None:
     return None
 
 
-def check_output_folder(config: TrainConfig) -> str | None:
+def check_output_folder(
+    config: TrainConfig, fingerprint: dict[str, str] | None = None
+) -> str | None:
     """Return the checkpoint to resume from, or ``None`` for a fresh run.
 
     Raises:
@@ -189,7 +191,7 @@ def check_output_folder(config: TrainConfig) -> str | None:
         saved_hashes = out / DATA_FILE
         if not changed and saved_hashes.is_file():
             hashes = json.loads(saved_hashes.read_text(encoding="utf-8"))
-            if hashes != data_fingerprint(config.data):
+            if hashes != (fingerprint or data_fingerprint(config.data)):
                 changed.append("the training files' contents changed since the run started")
         if changed:
             raise TrainingError(
@@ -206,14 +208,18 @@ def _attach_lora(model: Any, config: TrainConfig) -> Any:
     except ImportError as e:  # pragma: no cover - peft is in the hf extra
         raise TrainingError("LoRA needs peft: pip install 'lumos-gym[hf]'") from e
     if config.init_adapter:
-        from lumos_gym.agents.backends.hf import check_adapter_folder, quiet_peft_deprecations
+        from lumos_gym.agents.backends.hf import (
+            adapter_base_name,
+            check_adapter_folder,
+            quiet_peft_deprecations,
+        )
 
         try:
             folder = check_adapter_folder("init", config.init_adapter)
             with quiet_peft_deprecations():
                 return PeftModel.from_pretrained(model, folder, is_trainable=True)
         except (BackendError, RuntimeError, ValueError, KeyError) as e:
-            base = _adapter_base(config.init_adapter)
+            base = adapter_base_name(config.init_adapter) or "?"
             raise TrainingError(
                 f"the adapter {config.init_adapter!r} (made for {base!r}) does not fit the base "
                 f"model {config.base_model!r}: {str(e).splitlines()[0]}"
@@ -248,14 +254,6 @@ def _tensorboard_available() -> bool:
     return any(importlib.util.find_spec(m) is not None for m in ("tensorboard", "tensorboardX"))
 
 
-def _adapter_base(folder: str) -> str:
-    try:
-        data = json.loads((Path(folder) / "adapter_config.json").read_text(encoding="utf-8"))
-        return str(data.get("base_model_name_or_path"))
-    except (OSError, ValueError):
-        return "?"
-
-
 def prepare(config: TrainConfig) -> Prepared:
     """Check and load everything a run needs; fail before any training step.
 
@@ -266,7 +264,8 @@ def prepare(config: TrainConfig) -> Prepared:
     import torch
 
     records = read_records(config.data)
-    resume_from = check_output_folder(config)
+    fingerprint = data_fingerprint(config.data)
+    resume_from = check_output_folder(config, fingerprint)
     if config.merge and int(os.environ.get("WORLD_SIZE", "1")) > 1:
         raise TrainingError(
             "--merge runs on one process; train without it, then merge the adapter with "
@@ -315,7 +314,7 @@ def prepare(config: TrainConfig) -> Prepared:
     elif config.init_adapter:
         raise TrainingError("init_adapter needs a LoRA run (drop --full)")
     return Prepared(config, model, tokenizer, eos, train, held, stats,
-                    data_fingerprint(config.data), resume_from, notes)  # fmt: skip
+                    fingerprint, resume_from, notes)  # fmt: skip
 
 
 # -------------------------------------------------------------------------------- training
@@ -441,11 +440,13 @@ def merge_adapter(adapter: str | Path, out: str | Path, *, dtype: str = "bf16") 
     """
     from peft import PeftModel
 
-    from lumos_gym.agents.backends.hf import check_adapter_folder
+    from lumos_gym.agents.backends.hf import adapter_base_name, check_adapter_folder
     from lumos_gym.jsonl import publish_folder
 
     folder = check_adapter_folder("merge", adapter)
-    base_name = _adapter_base(str(folder))
+    base_name = adapter_base_name(folder)
+    if base_name is None:
+        raise TrainingError(f"the adapter {str(folder)!r} names no base model to merge into")
     model, tokenizer, _ = load_base(base_name)
     try:
         merged = PeftModel.from_pretrained(model, folder).merge_and_unload()

@@ -233,6 +233,16 @@ def check_adapter_folder(name: str, path: str | os.PathLike[str]) -> Path:
 # -- the alias cache -----------------------------------------------------------------------------
 
 
+def adapter_base_name(folder: str | os.PathLike[str]) -> str | None:
+    """The ``base_model_name_or_path`` of a peft adapter folder (``None``: unreadable or unset)."""
+    config = Path(folder).expanduser() / "adapter_config.json"
+    try:
+        base = json.loads(config.read_text(encoding="utf-8")).get("base_model_name_or_path")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return str(base) if base else None
+
+
 def adapter_folder_base(name: str | os.PathLike[str]) -> str | None:
     """The base model of a LoRA output folder, or ``None`` when ``name`` is not one.
 
@@ -243,19 +253,15 @@ def adapter_folder_base(name: str | os.PathLike[str]) -> str | None:
         BackendError: the adapter config is unreadable or names no base model.
     """
     folder = Path(name).expanduser()
-    config = folder / "adapter_config.json"
-    if not config.is_file() or (folder / "config.json").is_file():
+    if not (folder / "adapter_config.json").is_file() or (folder / "config.json").is_file():
         return None
-    try:
-        base = json.loads(config.read_text(encoding="utf-8")).get("base_model_name_or_path")
-    except (OSError, ValueError) as e:
-        raise BackendError(f"cannot read the adapter config {config}: {e}") from e
-    if not base:
+    base = adapter_base_name(folder)
+    if base is None:
         raise BackendError(
-            f"the adapter {str(folder)!r} names no base model (base_model_name_or_path); pass "
-            "--model BASE --adapter ROLE=FOLDER instead"
+            f"the adapter {str(folder)!r} names no base model (base_model_name_or_path, in a "
+            "readable adapter_config.json); pass --model BASE --adapter ROLE=FOLDER instead"
         )
-    return str(base)
+    return base
 
 
 def split_model_name(name: str) -> tuple[str, str | None]:
@@ -454,7 +460,7 @@ def attach_adapters(model: Any, adapters: Mapping[str, Path]) -> Any:
                 else:
                     wrapped.load_adapter(path, adapter_name=name)
         except (OSError, ValueError, KeyError, RuntimeError) as e:
-            made_for = adapter_folder_base(path) or "another model"
+            made_for = adapter_base_name(path) or "another model"
             loaded = getattr(model.config, "_name_or_path", "") or "the model"
             first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
             raise BackendError(
