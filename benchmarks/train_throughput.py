@@ -15,7 +15,7 @@ of both the time and the tokens. The packed row of the table is the hand loop's 
 
 Run: .venv/bin/python benchmarks/train_throughput.py --data data/train/plan-iterative.jsonl
      [--model smollm2-135m] [--steps 6] [--batch-size 2] [--max-length 1024] [--lora 8]
-     [--threads 2]
+     [--threads 2]   (--batch-size, --max-length and --lora default to cpu-small's)
      OMP_NUM_THREADS=1 .venv/bin/python benchmarks/train_throughput.py --tiny --synthetic 300
      (a tiny random Llama: a smoke test in seconds, its figures mean nothing)
 """
@@ -312,7 +312,7 @@ def run(args: argparse.Namespace, tmp: Path) -> None:
         RECIPE, data=[str(data)], base_model=base, out=str(tmp / "out"), lora_r=args.lora,
         max_length=args.max_length, batch_size=args.batch_size, grad_accum=1, epochs=1.0,
         eval_fraction=0.0, save_steps=10**9, report_to="none", max_records=count,
-        threads=args.threads, seed=args.seed,
+        threads=args.threads, seed=args.seed, pack=True,  # the trainer's run is the packed one
     )  # fmt: skip
     print(f"model {'tiny random Llama' if args.tiny else base}, LoRA r={config.lora_r}, "
           f"{config.batch_size} rows a step, max length {config.max_length}, "
