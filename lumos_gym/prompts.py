@@ -36,6 +36,11 @@ KEEP_PLANNING = "No, I will keep planning. "
 STOP_PLANNING = "Yes, I will stop planning."
 PLAN_FEEDBACK = "The executed result for Subgoal {index} is {result}. Should we stop planning?"
 WEB_PLAN_FEEDBACK = "We have already {subgoal}. Should we stop planning?"
+#: The most characters of an executed result that a WebShop or game planner feedback quotes
+#: (lumos-gym's choice: room for WebShop's two ``asin - title`` search results, a game's reply
+#: of a few sentences). A longer result is cut and ends with :data:`RESULT_CUT_MARK`.
+MAX_FEEDBACK_RESULT_CHARS = 400
+RESULT_CUT_MARK = " [...]"
 
 # ------------------------------------------------------------------------ Lumos: grounding
 _GROUND_HEAD = (
@@ -151,14 +156,32 @@ def plan_feedback(index: int, result: str, *, subgoal: str | None = None, web: b
 
     Args:
         index: the subgoal's number.
-        result: the value of the subgoal's last action (ignored for web).
+        result: the value of the subgoal's last action (ignored for web); WebShop and game
+            results come one line, through :func:`feedback_result`.
         subgoal: the subgoal line (``"Subgoal k: ..."``), needed for web.
-        web: web domains restate the subgoal instead of quoting a result.
+        web: Mind2Web (``web_agent``) restates the subgoal instead of quoting a result, as
+            Lumos did (its HTML is too long); WebShop and games quote the result.
     """
     if web:
         text = (subgoal or "").split(": ", 1)[-1].strip().strip(".")
         return WEB_PLAN_FEEDBACK.format(subgoal=text[:1].lower() + text[1:])
     return PLAN_FEEDBACK.format(index=index, result=clean_result(result))
+
+
+def feedback_result(value: str, max_chars: int = MAX_FEEDBACK_RESULT_CHARS) -> str:
+    """Return an executed result as a WebShop or game planner feedback quotes it: one line.
+
+    Every run of whitespace (a game's line breaks included) becomes one space, and a result
+    longer than ``max_chars`` is cut to ``max_chars`` characters ending with
+    :data:`RESULT_CUT_MARK` (a WebShop page's clickables, a long room description). Replay
+    verification records each WebShop and game subgoal's result with this function and the
+    Lumos-I agent quotes results with it, so training records and evaluation match byte for
+    byte.
+    """
+    text = " ".join(value.split())
+    if len(text) <= max_chars:
+        return text
+    return text[: max_chars - len(RESULT_CUT_MARK)].rstrip() + RESULT_CUT_MARK
 
 
 def plan_turn(index: int, subgoal: str) -> str:

@@ -175,8 +175,14 @@ def _leftovers() -> list[str]:
     found = []
     for child in me.children(recursive=True):
         try:
-            if child.status() != psutil.STATUS_ZOMBIE:
-                found.append(f"process {child.pid}: {' '.join(child.cmdline())[:120]}")
+            if child.status() == psutil.STATUS_ZOMBIE:
+                continue
+            command = " ".join(child.cmdline())
+            # multiprocessing's resource tracker (started by a spawn pool, e.g. reproduce's
+            # parallel training) lives as long as this interpreter and ends with it: not a leak
+            if "multiprocessing.resource_tracker" in command:
+                continue
+            found.append(f"process {child.pid}: {command[:120]}")
         except psutil.Error:
             continue  # it ended while we looked
     for conn in me.net_connections(kind="inet"):

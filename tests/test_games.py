@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import signal
 import time
@@ -28,10 +29,17 @@ from lumos_gym.conversion.game_rules import (
     textworld_annotation,
     twx_annotation,
 )
-from lumos_gym.conversion.pipeline import convert_env
+from lumos_gym.conversion.pipeline import OFFLINE_SPLITS, convert_env
 from lumos_gym.conversion.rules import ConversionError, convert_task
 from lumos_gym.conversion.verify import replay
-from lumos_gym.envs.alfworld import TASK_TYPES, ALFWorldEnv, find_official_games, generate_problem
+from lumos_gym.envs.alfworld import (
+    OPENABLE,
+    TASK_TYPES,
+    ALFWorldEnv,
+    find_official_games,
+    generate_problem,
+    split_of,
+)
 from lumos_gym.envs.checks import replay_gold
 from lumos_gym.envs.games import (
     GameProcessError,
@@ -46,7 +54,8 @@ from lumos_gym.envs.games import (
 from lumos_gym.envs.tasks import Task
 from lumos_gym.envs.textworld import TextWorldEnv, recipes
 from lumos_gym.envs.twx import TextWorldExpressEnv, twx_available
-from lumos_gym.errors import DataError
+from lumos_gym.errors import DataError, LumosGymError
+from lumos_gym.training.reproduce import TEST_SUITE, task_group
 
 TW = {"challenge": "mixed", "seed": 1, "num_games": 3}  # coin collector, treasure hunter, cooking
 ALF_TYPES = ("pick_clean_then_place_in_recep", "look_at_obj_in_light")
@@ -281,6 +290,47 @@ def test_in_process_host_plays_the_same_games(cache):
         env.close()
 
 
+def test_textworld_levels_tag_each_game_and_level_one_is_one_command(tw, cache):
+    env = TextWorldEnv(levels=[1, 2], num_games=2, seed=1, cache_dir=cache / "textworld")
+    try:
+        assert [t.id for t in env.tasks] == [
+            "textworld/test/tw-coin_collector-l1/1", "textworld/test/tw-treasure_hunter-l1/2",
+            "textworld/test/tw-coin_collector-l2/1", "textworld/test/tw-treasure_hunter-l2/2"]
+        assert [task_group(t.meta) for t in env.tasks] == ["level 1"] * 2 + ["level 2"] * 2
+        assert [t.meta["challenge"] for t in env.tasks[:2]] == [t.meta["challenge"]
+                                                               for t in env.tasks[2:]]
+        # level 1 of a series is the series of level=1: the same games
+        assert [t.meta["path"] for t in env.tasks[:2]] == [t.meta["path"] for t in tw.tasks[:2]]
+        assert all(len(t.meta["gold_commands"]) == 1 for t in env.tasks[:2])  # take coin...
+        assert all(len(t.meta["gold_commands"]) > 1 for t in env.tasks[2:])
+        for task in env.tasks:
+            assert replay_gold(env, task).ok, task.id
+    finally:
+        env.close()
+    train = recipes(levels=[1, 2], num_games=8, split="train")
+    test = recipes(levels=[1, 2], num_games=8, split="test")
+    assert [r.level for r in test] == [1] * 8 + [2] * 8
+    assert {(r.challenge, r.seed) for r in train}.isdisjoint((r.challenge, r.seed) for r in test)
+    for bad in ({"levels": []}, {"levels": [0]}, {"levels": [6]}, {"levels": ["1"]},
+                {"levels": [1], "settings": {"level": 3}}):
+        with pytest.raises(LumosGymError, match="level"):
+            recipes(**bad)
+
+
+def test_a_seed_without_a_quest_is_retried_with_the_next_one(cache):
+    # tw-treasure_hunter at level 3 finds no quest for the first seed of this game
+    env = TextWorldEnv(challenge="tw-treasure_hunter", level=3, seed=1, num_games=1,
+                       split="train", cache_dir=cache / "textworld")
+    try:
+        [task] = env.tasks
+        [recipe] = recipes(challenge="tw-treasure_hunter", level=3, seed=1, num_games=1,
+                           split="train")
+        assert task.meta["tw_seed"] == recipe.seed_for(1) != recipe.seed
+        assert task.meta["level"] == 3 and replay_gold(env, task).ok
+    finally:
+        env.close()
+
+
 @pytest.mark.slow
 def test_concurrent_makes_of_one_game_share_the_cache(tmp_path):
     from concurrent.futures import ThreadPoolExecutor
@@ -350,6 +400,63 @@ def test_alfworld_official_layout_loads_and_missing_data_says_how(alf, tmp_path)
         env.close()
     with pytest.raises(DataError, match=r"json_2\.1\.1.*alfworld-download"):
         ALFWorldEnv(data_path=tmp_path / "nowhere")
+
+
+def test_alfworld_level_one_rooms_are_small_open_and_split_by_content():
+    seen = {"train": set(), "test": set()}
+    for task_type in TASK_TYPES:
+        for split in ("train", "test"):
+            for seed in range(15):
+                problem = next(p for a in range(40) if (p := generate_problem(
+                    task_type, seed, split=split, attempt=a, level=1)) is not None)
+                assert problem.level == 1 and split_of(problem) == split
+                receptacles = dict(re.findall(r"\(receptacleType (\w+) (\w+)Type\)",
+                                              problem.pddl))
+                assert 2 <= len(receptacles) <= 3 and len(set(receptacles.values())) == len(
+                    receptacles)  # one of each class
+                held = re.findall(rf"\(inReceptacle {problem.target}_bar_\d+ (\S+)\)",
+                                  problem.pddl)
+                assert held and not {receptacles[r] for r in held} & OPENABLE  # plain sight
+                seen[split].add(problem.pddl.split("\n", 1)[1] + problem.description)
+    assert seen["train"].isdisjoint(seen["test"])
+    assert generate_problem(TASK_TYPES[0], 3, level=2) == generate_problem(TASK_TYPES[0], 3)
+    for bad in ({"level": 3}, {"split": "valid"}):
+        with pytest.raises(LumosGymError):
+            generate_problem(TASK_TYPES[0], 0, **bad)
+    with pytest.raises(LumosGymError, match="levels"):
+        ALFWorldEnv(levels=[0])
+
+
+def test_alfworld_level_one_oracle_wins_every_type(cache):
+    env = ALFWorldEnv(levels=[1], cache_dir=cache / "alfworld")
+    try:
+        assert [t.id for t in env.tasks] == [f"alfworld/test/gen-l1/{t}/0" for t in TASK_TYPES]
+        for task in env.tasks:
+            assert task_group(task.meta) == "level 1"
+            assert not any(c.startswith("open ") for c in task.meta["gold_commands"])
+            assert len(task.meta["gold_commands"]) <= 8
+            seen = task.meta["observation"].split("you see ", 1)[1].split(".", 1)[0]
+            assert 2 <= seen.count(" 1") <= 3, seen  # two or three receptacles
+            assert replay_gold(env, task).ok, task.id
+    finally:
+        env.close()
+
+
+def test_offline_game_splits_and_test_suite_cover_both_levels():
+    splits = {s.name: s for s in OFFLINE_SPLITS}
+    for name in ("textworld-train", "textworld-test", "alfworld-train", "alfworld-test"):
+        assert splits[name].kwargs["levels"] == [1, 2], name
+    suite = {e.env_id: e.kwargs for e in TEST_SUITE}
+    # the suite's TextWorld games are games of the test split that data build writes
+    tw_test = recipes(**splits["textworld-test"].kwargs)
+    assert {r.task_id for r in recipes(**suite["lumos/TextWorld-v0"])} <= {r.task_id
+                                                                         for r in tw_test}
+    alf = suite["lumos/ALFWorld-v0"]
+    assert alf["split"] == "test" and alf["levels"] == [1, 2]
+    assert alf["num_tasks"] <= splits["alfworld-test"].kwargs["num_tasks"]
+    episodes = (len(recipes(**suite["lumos/TextWorld-v0"]))
+                + len(alf["levels"]) * len(alf["task_types"]) * alf["num_tasks"])
+    assert 8 <= episodes <= 12
 
 
 @pytest.mark.slow
@@ -460,6 +567,53 @@ def test_convert_pipeline_keeps_verified_game_annotations(cache, tmp_path):
     rows = [json.loads(line) for line in open(tmp_path / "tw.jsonl")]
     plan = "Subgoal 1: Take the coin.\nAction 1-1: R1 = Command(take coin)"
     assert rows[0]["subgoal_plan"] == plan
+
+
+def test_plan_feedback_quotes_the_games_replies_as_the_agent_does(tw, cache):
+    from lumos_gym import prompts
+    from lumos_gym.actions import parse_actions
+    from lumos_gym.conversion.exports import RESULTS_FIELD, export_records
+    from lumos_gym.conversion.verify import verify_annotations
+
+    kwargs = {**TW, "cache_dir": str(cache / "textworld")}
+    task = tw.tasks[2]  # the cooking game: several subgoals
+    annotation = textworld_annotation(task)
+    report = verify_annotations([annotation], env_factory=lambda _t, _d: TextWorldEnv(**kwargs))
+    [kept] = report.kept
+    assert len(kept.subgoals) >= 2 and kept.subgoals == annotation.subgoals
+    [record] = export_records([kept], "plan-iterative")
+    messages = record["messages"]
+    # each feedback quotes the game's reply to the subgoal's last command, played here again
+    tw.reset(options={"task_id": task.id})
+    for k, subgoal in enumerate(kept.subgoals, 1):
+        *_, info = tw.step("; ".join(a.text for a in subgoal.actions))
+        [variable] = subgoal.actions[-1].action.outputs
+        reply = " ".join(info["variables"][variable].split())
+        feedback = messages[2 * k]["content"]
+        if len(reply) <= prompts.MAX_FEEDBACK_RESULT_CHARS:
+            assert feedback == (f"The executed result for Subgoal {k} is "
+                                f"{reply.rstrip('.')}. Should we stop planning?")  # fmt: skip
+        else:
+            assert feedback.startswith(f"The executed result for Subgoal {k} is {reply[:300]}")
+            assert feedback.endswith(" [...]. Should we stop planning?")
+        assert kept.meta[RESULTS_FIELD][k - 1] in feedback
+    assert "We have already" not in json.dumps(messages)
+    # the grounder records carry no "= result" tails
+    [ground] = export_records([kept], "ground-iterative")
+    for message in ground["messages"][1::2]:
+        assert all(a.result is None for a in parse_actions(message["content"]))
+    # Lumos-I replaying the exports in the game sends the planner the same bytes
+    answers = {"planner": [m["content"] for m in messages[1::2]],
+               "grounder": [m["content"] for m in ground["messages"][1::2]]}  # fmt: skip
+    backends = {role: ScriptedBackend(lambda r, a=a: a[r.prompt.count("<|assistant|>") - 1])
+                for role, a in answers.items()}  # fmt: skip
+    [episode] = Runner(LumosIterativeAgent(AgentConfig()), backends).run(
+        [EpisodeSpec("lumos/TextWorld-v0", task.id, kwargs)]
+    )
+    assert episode.status == "completed" and episode.reward == 1.0
+    sent = [r.prompt for batch in backends["planner"].batches for r in batch]
+    last = len(messages) - 3  # the winning command ends the episode before its feedback
+    assert sent == [prompts.render_inference(messages[:i]) for i in range(1, last + 1, 2)]
 
 
 def test_worker_host_reports_engine_errors_and_stops(tmp_path):

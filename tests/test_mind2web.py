@@ -18,6 +18,10 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 import lumos_gym  # noqa: F401  (registers the envs)
+from lumos_gym import prompts
+from lumos_gym.agents.base import StepOutcome
+from lumos_gym.agents.lumos import subgoal_feedback, tool_specs
+from lumos_gym.conversion.exports import plan_iterative
 from lumos_gym.conversion.mind2web_rules import mind2web_annotation
 from lumos_gym.conversion.rules import ConversionError
 from lumos_gym.conversion.verify import verify_annotations
@@ -490,6 +494,21 @@ def test_converter_writes_one_subgoal_per_step_and_verifies(data_root):
 
     report = verify_annotations([annotation], env_factory=factory)
     assert report.yield_rate == 1.0, report.format_report()
+    # Mind2Web keeps Lumos' web_agent feedback: the subgoal restated, no result recorded
+    assert report.kept == [annotation]
+    plan = plan_iterative(annotation)
+    restated = (
+        "We have already type ATLANTA in the combobox Departing from. Should we stop planning?"
+    )
+    assert plan[2]["content"] == restated
+    env = factory(None, None)
+    _, info = env.reset(options={"task_id": annotation.id})
+    action = annotation.subgoals[0].actions[0].text
+    outcome = StepOutcome(*env.step(action))
+    domain = prompts.lumos_domain(s.name for s in tool_specs(info))
+    assert subgoal_feedback(1, annotation.subgoals[0].line, action, outcome,
+                            task_type=info["task_type"], domain=domain) == restated  # fmt: skip
+    env.close()
     broken = mind2web_annotation(tasks[0])
     wrong = broken.to_dict()
     wrong["subgoal_plan"] = wrong["subgoal_plan"].replace("TEXT: Business", "TEXT: Economy")

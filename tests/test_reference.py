@@ -246,28 +246,35 @@ def test_merge_verb_writes_a_model_that_loads(tmp_path):
     assert main(["merge", str(tmp_path / "tiny"), "--out", str(tmp_path / "m2")]) == 2
 
 
+def _prepared_run(tmp_path, num_tasks: int, formats) -> Path:
+    """A reproduce folder whose data step is done: MathWord level-1 records in ``formats``."""
+    from lumos_gym.cli import main
+
+    out = tmp_path / "run"
+    train = out / "data" / "train"
+    train.mkdir(parents=True)
+    annotations = tmp_path / "mathword.jsonl"
+    assert main(["convert", "--env", "lumos/MathWord-v0", "-k", "split=train", "-k",
+                 f"num_tasks={num_tasks}", "-k", "levels=[1]", "--out", str(annotations)]) == 0
+    for fmt in formats:
+        assert main(["export", str(annotations), "--format", fmt,
+                     "--out", str(train / f"{fmt}.jsonl")]) == 0
+    (out / "data" / ".built").write_text("{}")
+    return out
+
+
 def test_reproduce_trains_every_agent_on_one_mixture_scores_and_ships(tmp_path, monkeypatch):
     """reproduce_offline end to end on the tiny model and a small prepared data folder."""
     from conftest import save_tiny_model
 
     from lumos_gym.agents import reference
     from lumos_gym.agents.base import AgentConfig
-    from lumos_gym.cli import main
     from lumos_gym.training.reproduce import TestEnv, reproduce_offline, ship_reference
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     tiny = str(save_tiny_model(tmp_path / "tiny", max_positions=4096))
-    out = tmp_path / "run"
-    train = out / "data" / "train"
-    train.mkdir(parents=True)
-    annotations = tmp_path / "mathword.jsonl"
-    assert main(["convert", "--env", "lumos/MathWord-v0", "-k", "split=train", "-k",
-                 "num_tasks=6", "-k", "levels=[1]", "--out", str(annotations)]) == 0
-    for fmt in ("plan-iterative", "ground-iterative", "cot"):
-        assert main(["export", str(annotations), "--format", fmt,
-                     "--out", str(train / f"{fmt}.jsonl")]) == 0
-    (out / "data" / ".built").write_text("{}")
+    out = _prepared_run(tmp_path, 6, ("plan-iterative", "ground-iterative", "cot"))
     suite = (TestEnv("lumos/MathWord-v0", {"split": "test", "levels": [1, 2], "num_tasks": 1}),)
     settings = dict(
         agents=["lumos-i", "cot"], base_model=tiny, suite=suite, mix={"maths": 4},
@@ -306,3 +313,33 @@ def test_reproduce_trains_every_agent_on_one_mixture_scores_and_ships(tmp_path, 
     shipped_report = json.loads((shipped / "planner" / "lumos_training.json").read_text())
     shipped_report["config"].pop("base_model")
     assert str(tmp_path) not in json.dumps(shipped_report)
+
+
+def test_gpu_budget_trains_every_record_same_steps_in_parallel_and_stops(tmp_path):
+    """--budget gpu --until train --parallel 2: all records, one step count, no evaluation."""
+    from conftest import save_tiny_model
+
+    from lumos_gym.training.reproduce import budget_steps, reproduce_offline
+
+    tiny = str(save_tiny_model(tmp_path / "tiny", max_positions=4096))
+    out = _prepared_run(tmp_path, 5, ("plan-iterative", "ground-iterative"))
+    train = out / "data" / "train"
+    records = sum(1 for _ in open(train / "plan-iterative.jsonl"))
+    staged = reproduce_offline(out, agents=["lumos-i"], base_model=tiny, budget="gpu",
+                               until="data", log=lambda line: None)  # fmt: skip
+    assert staged["data"] == str(out / "data") and not (out / "models").exists()
+    report = reproduce_offline(
+        out, agents=["lumos-i"], base_model=tiny, budget="gpu", until="train", parallel=2,
+        training={"report_to": "none", "device": "cpu", "eval_fraction": 0.0, "batch_size": 2},
+        threads=1, progress=False, log=lambda line: None,
+    )  # fmt: skip
+    steps = budget_steps(records, epochs=3.0, batch_size=2)
+    assert report["training"]["max_steps"] == steps == 8 and report["scores"] == {}
+    for role in ("planner", "grounder"):
+        run = json.loads((out / "models" / "lumos-i" / role / "lumos_training.json").read_text())
+        assert run["steps"] == steps and run["train_examples"] == records
+        assert run["config"]["recipe"] == "gpu-small" and run["config"]["batch_size"] == 2
+        assert run["config"]["pack"] is False  # the recipe's, not the cpu budget's
+    assert not (out / "mixture").exists() and not (out / "results").exists()
+    with pytest.raises(TrainingError, match="unknown budget"):
+        reproduce_offline(out, agents=["lumos-i"], budget="tpu")

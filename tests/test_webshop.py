@@ -409,6 +409,97 @@ def test_convert_env_keeps_every_annotation(tmp_path):
     assert summary.kept == SMALL["num_tasks"] and summary.rejected == 0
 
 
+def run_on_exports(agent_name, env_id, task_id, env_kwargs, exported):
+    """Run an agent whose models answer with the exports' assistant turns; return its prompts."""
+    from conftest import ScriptedBackend
+
+    from lumos_gym.agents import make_agent
+    from lumos_gym.agents.runner import EpisodeSpec, Runner
+
+    backends = {}
+    for role, messages in exported.items():
+        answers = [m["content"] for m in messages if m["role"] == "assistant"]
+        backends[role] = ScriptedBackend(
+            lambda r, a=answers: a[r.prompt.count("<|assistant|>") - 1]
+        )
+    [record] = Runner(make_agent(agent_name), backends).run(
+        [EpisodeSpec(env_id, task_id, env_kwargs)]
+    )
+    assert record.status == "completed" and record.reward == 1.0, record
+    return {role: [r.prompt for batch in b.batches for r in batch] for role, b in backends.items()}
+
+
+def test_plan_feedback_quotes_the_search_results_the_agent_quotes():
+    from lumos_gym import prompts
+    from lumos_gym.actions import parse_actions
+    from lumos_gym.conversion.exports import RESULTS_FIELD, Rejected, export_records
+    from lumos_gym.conversion.verify import verify_annotations
+
+    env = WebShopEnv(**SMALL)
+    task = env.tasks[0]
+    annotation = webshop_annotation(task)
+    report = verify_annotations([annotation], env_factory=lambda _t, _d: env)  # closes env
+    [kept] = report.kept
+    results = kept.meta[RESULTS_FIELD]
+    assert len(results) == len(kept.subgoals) and results[-1] == "1.0"
+    # the subgoal plan itself is unchanged: web actions keep no result tail
+    assert kept.subgoals == annotation.subgoals
+    [plan] = export_records([kept], "plan-iterative")
+    messages = plan["messages"]
+    feedback = messages[2]["content"]
+    asins = re.findall(r"\bb0[a-z0-9]{8}\b", feedback)
+    assert len(asins) == 2 and feedback.count(" ** ") == 1
+    # the next subgoals select the features of exactly those two items
+    assert asins[0] in messages[3]["content"] and asins[1] in messages[5]["content"]
+    assert feedback == (
+        f"The executed result for Subgoal 1 is {results[0]}. Should we stop planning?"
+    )
+    assert all("We have already" not in m["content"] for m in messages)
+    assert messages[-2]["content"] == (
+        f"The executed result for Subgoal {len(kept.subgoals)} is 1.0. Should we stop planning?"
+    )
+    # the grounder records carry no "= result" tails
+    for fmt in ("ground-iterative", "ground-onetime"):
+        [ground] = export_records([kept], fmt)
+        for message in ground["messages"][1::2]:
+            assert all(a.result is None for a in parse_actions(message["content"]))
+    # an annotation that was not replayed has no results to quote: rejected, with the reason
+    [rejected] = export_records([annotation], "plan-iterative")
+    assert isinstance(rejected, Rejected) and "replay verification" in rejected.reason
+    # Lumos-I and the integrated agent, replaying the exports in a new env, send the same bytes
+    [ground] = export_records([kept], "ground-iterative")
+    [integrated] = export_records([kept], "integrated")
+    sent = run_on_exports("lumos-i", "lumos/WebShop-v0", task.id, SMALL,
+                          {"planner": messages, "grounder": ground["messages"]})  # fmt: skip
+    last = len(messages) - 3  # the buy-now step ends the episode before its feedback
+    expected = [prompts.render_inference(messages[:i]) for i in range(1, last + 1, 2)]
+    assert sent["planner"] == expected
+    sent = run_on_exports("integrated", "lumos/WebShop-v0", task.id, SMALL,
+                          {"policy": integrated["messages"]})  # fmt: skip
+    assert sent["policy"][-1] == prompts.render_inference(integrated["messages"][:last])
+
+
+def test_executed_results_are_one_line_and_capped(env):
+    from lumos_gym import prompts
+    from lumos_gym.agents.base import StepOutcome
+    from lumos_gym.agents.lumos import executed_result
+
+    task = env.tasks[0]
+    env.reset(options={"task_id": task.id})
+    action = f"search[{task.question}]"  # a bare call: its result is the whole results page
+    outcome = StepOutcome(*env.step(action))
+    result = executed_result(action, outcome)
+    assert "\n" not in result and len(result) == prompts.MAX_FEEDBACK_RESULT_CHARS
+    assert result.endswith(prompts.RESULT_CUT_MARK)
+    assert result.startswith(" ".join(outcome.observation.split())[:100])
+    action = f"R1 = Search({task.question})"
+    outcome = StepOutcome(*env.step("click[Back to Search]"))
+    outcome = StepOutcome(*env.step(action))
+    assert executed_result(action, outcome) == outcome.info["variables"]["R1"]
+    assert prompts.feedback_result(" a\n  b \t c ") == "a b c"
+    assert prompts.feedback_result("x" * 500, 20) == "x" * 14 + " [...]"
+
+
 # ------------------------------------------------------------------------- official data
 def test_official_files_round_trip_and_play(tmp_path, catalog):
     goals = [goal for goal, _ in generate_goals(catalog, split="test", num_tasks=4, seed=2)]

@@ -22,11 +22,10 @@ from lumos_gym.agents.lumos import (
     closing_action,
     ends_by_env,
     has_error,
-    last_result,
     sanitize_answer,
+    subgoal_feedback,
     tool_specs,
 )
-from lumos_gym.envs.tasks import ENV_ENDED_TYPES
 
 
 class _PolicyAgent(Agent):
@@ -71,8 +70,9 @@ class IntegratedAgent(_PolicyAgent):
     def episode(self, observation: str, info: Mapping[str, Any]) -> EpisodeLogic:
         """Plan-and-ground a subgoal, execute, feed back; stop like Lumos-I's planner."""
         task_type = str(info.get("task_type", "math"))
-        web = task_type in ENV_ENDED_TYPES
-        first = prompts.integrated_first_turn(observation, tool_specs(info))
+        specs = tool_specs(info)
+        domain = prompts.lumos_domain(s.name for s in specs)
+        first = prompts.integrated_first_turn(observation, specs)
         messages: list[dict[str, str]] = [{"role": "user", "content": first}]
         outcome: StepOutcome | None = None
         for index in range(1, self.rounds(task_type) + 1):
@@ -87,9 +87,8 @@ class IntegratedAgent(_PolicyAgent):
             outcome = yield Act(actions)
             if outcome.terminated or has_error(outcome):
                 break
-            feedback = prompts.plan_feedback(
-                index, last_result(actions, outcome), subgoal=subgoal, web=web
-            )
+            feedback = subgoal_feedback(index, subgoal, actions, outcome, task_type=task_type,
+                                        domain=domain)  # fmt: skip
             messages.append({"role": "user", "content": feedback})
         yield from self.submit(info, outcome)
 

@@ -2,9 +2,15 @@
 
 ``lumos-i`` (Lumos-I, iterative) plans one subgoal, grounds it to actions, executes them, and
 feeds the result back to the planner, until the planner says ``Yes, I will stop planning.`` or
-the round limit is reached. ``lumos-o`` (Lumos-O, onetime) plans every subgoal at once, grounds
-them all at once and executes the actions in one step. Both follow the original evaluation
-loop (``LUMOS_FORMAT.md`` §1.5): module prompts byte-exact (:mod:`lumos_gym.prompts`), greedy
+the round limit is reached. The feedback quotes the value of the subgoal's last action
+(:func:`subgoal_feedback`): as Lumos did for math and QA; one line, at most 400 characters
+(:func:`executed_result`) for WebShop (the search results name the items later subgoals
+select, as in Lumos' WebShop evaluation) and text games (the game's reply); Mind2Web alone
+restates the subgoal (``We have already ...``), as Lumos did.
+
+``lumos-o`` (Lumos-O, onetime) plans every subgoal at once, grounds them all at once and
+executes the actions in one step. Both follow the original evaluation loop
+(``LUMOS_FORMAT.md`` §1.5): module prompts byte-exact (:mod:`lumos_gym.prompts`), greedy
 decoding, the first newline ends a module answer, an execution error ends planning, and the
 final answer is the value of ``Output`` or of the highest-numbered ``R<n>``.
 """
@@ -74,6 +80,61 @@ def last_result(action_text: str, outcome: StepOutcome) -> str:
     return text.split(" = ", 1)[-1] if " = " in text else text
 
 
+def executed_result(action_text: str, outcome: StepOutcome) -> str:
+    """Return the executed result a WebShop or game planner feedback quotes after a step.
+
+    It is the value of the step's last action (:func:`last_result`: its output variables'
+    values), or, for a lone call with no output variable (``Command(look)``, a bare game
+    command, WebShop's ``search[...]``), the call's whole answer; made one line and cut at
+    :data:`~lumos_gym.prompts.MAX_FEEDBACK_RESULT_CHARS` by
+    :func:`~lumos_gym.prompts.feedback_result`. Replay verification records each subgoal's
+    result with this function on the replayed step, so the training records quote the bytes
+    the agent quotes here.
+    """
+    try:
+        actions = parse_actions(action_text)
+    except ActionParseError:
+        actions = []  # a step that ran anyway was rewritten by the env: one bare call
+    if len(actions) <= 1 and not (actions and actions[0].outputs):
+        return prompts.feedback_result(outcome.observation)
+    return prompts.feedback_result(last_result(action_text, outcome))
+
+
+def restates_subgoal(task_type: str, domain: str | None) -> bool:
+    """Return True when the planner feedback restates the subgoal (Mind2Web's ``web_agent``).
+
+    Web envs other than WebShop do, as Lumos' web_agent data did (LUMOS_FORMAT.md §1.3); the
+    export makes the same choice (:func:`lumos_gym.conversion.exports.quotes_results`).
+    """
+    return task_type == "web" and domain != "webshop"
+
+
+def subgoal_feedback(
+    index: int,
+    subgoal: str,
+    action_text: str,
+    outcome: StepOutcome,
+    *,
+    task_type: str,
+    domain: str | None,
+) -> str:
+    """Return the planner's user turn after subgoal ``index`` was grounded and executed.
+
+    Args:
+        index: the subgoal's number (1-based).
+        subgoal: the subgoal line.
+        action_text: the grounded actions sent to the env.
+        outcome: the env's answer to them.
+        task_type: the env's task type.
+        domain: the Lumos domain of the env's tools (:func:`~lumos_gym.prompts.lumos_domain`).
+    """
+    if restates_subgoal(task_type, domain):
+        return prompts.plan_feedback(index, "", subgoal=subgoal, web=True)
+    if task_type in ENV_ENDED_TYPES:
+        return prompts.plan_feedback(index, executed_result(action_text, outcome))
+    return prompts.plan_feedback(index, last_result(action_text, outcome))
+
+
 def sanitize_answer(value: str) -> str:
     """Make free text safe inside ``Answer(...)``: drop brackets and ``;`` that would not parse."""
     text = value.replace("</s>", " ").strip()
@@ -137,7 +198,6 @@ class LumosIterativeAgent(LumosAgent):
         specs = tool_specs(info)
         domain = prompts.lumos_domain(s.name for s in specs)
         with_results = domain == "complex_qa" or (domain is None and task_type == "qa")
-        web = task_type in ENV_ENDED_TYPES
         plan: list[dict[str, str]] = [
             {"role": "user", "content": prompts.plan_first_turn(observation)}
         ]
@@ -164,7 +224,8 @@ class LumosIterativeAgent(LumosAgent):
                 break
             result = last_result(actions, outcome)
             results.append(result)
-            feedback = prompts.plan_feedback(index, result, subgoal=subgoal, web=web)
+            feedback = subgoal_feedback(index, subgoal, actions, outcome, task_type=task_type,
+                                        domain=domain)  # fmt: skip
             plan.append({"role": "user", "content": feedback})
         yield from self.finish(info, outcome)
 

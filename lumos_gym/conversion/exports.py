@@ -8,7 +8,11 @@ trained on them read the prompts of :mod:`lumos_gym.prompts` exactly as the rele
 
 * ``plan-onetime``: one turn, the subgoal lines joined by ``"; "``;
 * ``plan-iterative``: a subgoal per turn (``No, I will keep planning. `` from the second on),
-  each followed by the result feedback, ending with ``Yes, I will stop planning.``;
+  each followed by the result feedback, ending with ``Yes, I will stop planning.``. Math and
+  QA quote the tail of the subgoal's last action; Mind2Web (``web_agent``) restates the subgoal
+  (``We have already ...``), as Lumos did; WebShop and text games quote the executed result
+  that replay verification recorded for each subgoal (:data:`RESULTS_FIELD`), as the Lumos-I
+  agent quotes it at evaluation;
 * ``ground-onetime``: the domain instruction, every subgoal, every action;
 * ``ground-iterative``: one turn per subgoal (complex QA also quotes earlier results);
 
@@ -41,6 +45,14 @@ DOMAINS: dict[str, str] = {"math": "maths", "qa": "complex_qa", "web": "web_agen
 
 Messages = list[dict[str, str]]
 
+#: The annotation meta field that holds, for WebShop and game annotations, the executed result
+#: of each subgoal's last action, one string per subgoal as
+#: :func:`lumos_gym.prompts.feedback_result` writes it (one line, at most 400 characters).
+#: Replay verification (:func:`lumos_gym.conversion.verify.verify_annotations`) records it; web
+#: and game actions keep no ``= result`` tail (LUMOS_FORMAT.md §1.2), so the grounder exports
+#: do not change.
+RESULTS_FIELD = "subgoal_results"
+
 
 def domain_of(annotation: Annotation) -> str:
     """Return the Lumos domain of an annotation (its task type where Lumos had none).
@@ -51,6 +63,40 @@ def domain_of(annotation: Annotation) -> str:
     if annotation.dataset == "webshop":
         return "webshop"
     return DOMAINS.get(annotation.task_type, annotation.task_type)
+
+
+def quotes_results(annotation: Annotation) -> bool:
+    """Return True when the planner feedback quotes recorded executed results (WebShop, games).
+
+    Envs that end episodes themselves do, except Mind2Web (``web_agent``), whose feedback
+    restates the subgoal as Lumos' did.
+    """
+    return annotation.task_type in ENV_ENDED_TYPES and domain_of(annotation) != "web_agent"
+
+
+def recorded_results(annotation: Annotation) -> list[str]:
+    """Return the executed result of each subgoal recorded in the annotation's meta.
+
+    Raises:
+        AnnotationError: the annotation has no :data:`RESULTS_FIELD` (it was not
+            replay-verified), or not one string per subgoal.
+    """
+    results = annotation.meta.get(RESULTS_FIELD)
+    if results is None:
+        raise AnnotationError(
+            f"no executed results recorded (meta[{RESULTS_FIELD!r}]): convert the task with "
+            "replay verification to record them"
+        )
+    if (
+        not isinstance(results, list | tuple)
+        or len(results) != len(annotation.subgoals)
+        or not all(isinstance(r, str) for r in results)
+    ):
+        raise AnnotationError(
+            f"meta[{RESULTS_FIELD!r}] must hold one string per subgoal "
+            f"({len(annotation.subgoals)})"
+        )
+    return list(results)
 
 
 def _user(content: str) -> dict[str, str]:
@@ -110,14 +156,22 @@ def plan_onetime(annotation: Annotation) -> Messages:
 
 
 def plan_iterative(annotation: Annotation) -> Messages:
-    """Return the Lumos-I planner conversation."""
+    """Return the Lumos-I planner conversation.
+
+    Raises:
+        AnnotationError: a subgoal has no action, or a WebShop or game annotation has no
+            recorded results (see :func:`recorded_results`).
+    """
     _check_actions(annotation)
-    web = annotation.task_type in ENV_ENDED_TYPES
+    restate = annotation.task_type in ENV_ENDED_TYPES and not quotes_results(annotation)
+    recorded = recorded_results(annotation) if quotes_results(annotation) else None
     messages = [_user(prompts.plan_first_turn(annotation.task))]
     for k, subgoal in enumerate(annotation.subgoals, 1):
         messages.append(_assistant(prompts.plan_turn(k, subgoal.line)))
-        if web:
+        if restate:
             feedback = prompts.plan_feedback(k, "", subgoal=subgoal.line, web=True)
+        elif recorded is not None:
+            feedback = prompts.plan_feedback(k, recorded[k - 1])
         else:
             value = _feedback_value(subgoal.actions[-1])
             sentence = f"The executed result for Subgoal {k} is {value}".strip()

@@ -15,7 +15,12 @@ web actions have none in Lumos)::
 The annotation's task is the episode's first observation when the task records it (the game's
 opening text, which names the receptacles and exits a plan refers to), else the task's goal.
 Replay verification plays each subgoal as one step and requires the game won exactly at the
-last one.
+last one. It also records, in ``meta["subgoal_results"]``, the game's reply to each subgoal's
+last command, one line (:func:`~lumos_gym.agents.lumos.executed_result`): the
+``plan-iterative`` export quotes it in the planner feedback (``The executed result for Subgoal
+1 is You take the apple 1 from the countertop 1. Should we stop planning?``), as the Lumos-I
+agent quotes the game's reply at evaluation. (Lumos had no games; the feedback follows its
+math and QA form rather than Mind2Web's restatement, so that the planner sees what happened.)
 """
 
 from __future__ import annotations

@@ -280,12 +280,16 @@ OFFLINE_SPLITS: tuple[OfflineSplit, ...] = (
     OfflineSplit("mind2web-shop-train", "lumos/Mind2Web-v0",
                  {"source": "record", "split": "train", "num_tasks": 200}, "train"),
     OfflineSplit("mind2web-shop-test", "lumos/Mind2Web-v0", {}, "test"),
-    OfflineSplit("textworld-train", "lumos/TextWorld-v0", {"split": "train", "num_games": 40},
-                 "train"),
-    OfflineSplit("textworld-test", "lumos/TextWorld-v0", {"split": "test", "num_games": 8}, "test"),
-    OfflineSplit("alfworld-train", "lumos/ALFWorld-v0", {"split": "train", "num_tasks": 10},
-                 "train"),
-    OfflineSplit("alfworld-test", "lumos/ALFWorld-v0", {"split": "test", "num_tasks": 2}, "test"),
+    # games per level (TextWorld: the four challenges in turn) or per task type and level
+    # (ALFWorld); level 1 is the easy end: one-command TextWorld games, small ALFWorld rooms
+    OfflineSplit("textworld-train", "lumos/TextWorld-v0",
+                 {"split": "train", "levels": [1, 2], "num_games": 150}, "train"),
+    OfflineSplit("textworld-test", "lumos/TextWorld-v0",
+                 {"split": "test", "levels": [1, 2], "num_games": 4}, "test"),
+    OfflineSplit("alfworld-train", "lumos/ALFWorld-v0",
+                 {"split": "train", "levels": [1, 2], "num_tasks": 25}, "train"),
+    OfflineSplit("alfworld-test", "lumos/ALFWorld-v0",
+                 {"split": "test", "levels": [1, 2], "num_tasks": 1}, "test"),
     OfflineSplit("scenes-train", "lumos/Scenes-v0", {"split": "train", "num_tasks": 20}, "train"),
     OfflineSplit("scenes-test", "lumos/Scenes-v0", {"split": "test", "num_tasks": 4}, "test"),
 )  # fmt: skip
@@ -321,9 +325,9 @@ def build_offline_data(out: str | Path, *, num_tasks: int = 200) -> list[str]:
     Args:
         out: the folder.
         num_tasks: procedural tasks per difficulty level (MathWord) or family (WorldQA); the
-            other generated splits (WebShop, Mind2Web recordings, Scenes, TextWorld games,
-            ALFWorld problems) scale their listed
-            sizes by ``num_tasks / 200``.
+            other generated splits (WebShop, Mind2Web recordings, Scenes, TextWorld games per
+            level, ALFWorld problems per task type and level) scale their listed sizes by
+            ``num_tasks / 200``.
     """
     out = Path(out)
     lines: list[str] = []
@@ -348,6 +352,11 @@ def build_offline_data(out: str | Path, *, num_tasks: int = 200) -> list[str]:
         target = out / "train" / f"{fmt}.jsonl"
         summary = export_files(annotation_files, fmt, target)
         lines.append(f"{target}: {summary.records} records")
+    # the QA tool's own model learns from the QA calls of the verified WorldQA plans
+    from lumos_gym.training.qa_tool import write_qa_tool_records
+
+    target = out / "train" / "qa-tool.jsonl"
+    lines.append(f"{target}: {write_qa_tool_records(annotation_files, target)} records")
     return lines
 
 

@@ -17,6 +17,12 @@ tolerant), and the episode ends with reward 1.0. Otherwise it is rejected with a
 * ``no-answer``: the plan defines no ``R<n>`` or ``Output`` to answer with;
 * ``wrong-answer``: the episode ended with a reward below 1.0.
 
+A kept WebShop or game annotation also records what its replay executed: the result of each
+subgoal's last action, one line as the Lumos-I agent quotes it at evaluation
+(:func:`~lumos_gym.agents.lumos.executed_result`), in ``meta["subgoal_results"]``
+(:data:`~lumos_gym.conversion.exports.RESULTS_FIELD`), for the planner feedback of the
+``plan-iterative`` export. Other annotations are kept unchanged.
+
 One env is built per dataset and task type and reset to each task by id, so verification costs
 one env construction per dataset. New task families add their env with
 :func:`register_env_factory`.
@@ -24,6 +30,7 @@ one env construction per dataset. New task families add their env with
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
@@ -32,7 +39,7 @@ from typing import Any
 
 from lumos_gym.actions import Action, format_action, last_variable, split_list
 from lumos_gym.conversion.annotation import Annotation
-from lumos_gym.conversion.exports import Rejected
+from lumos_gym.conversion.exports import RESULTS_FIELD, Rejected, quotes_results
 from lumos_gym.envs.base import LumosEnv, observation_text
 from lumos_gym.envs.metrics import answers_match, to_fraction
 from lumos_gym.envs.tasks import Task
@@ -285,23 +292,33 @@ def annotation_reference(annotation: Annotation) -> dict[str, Any]:
     return {keys[name]: answers for name, answers in found.items() if answers}
 
 
-def replay(env: LumosEnv, annotation: Annotation) -> None:
+def replay(env: LumosEnv, annotation: Annotation) -> list[str]:
     """Replay one annotation in ``env`` (which must hold its task); return when it verifies.
 
     Args:
         env: an env built over the annotation's task (see :func:`task_of`).
         annotation: the annotation.
 
+    Returns:
+        The executed result of each subgoal's last action, one line as the Lumos-I agent
+        quotes it (:func:`~lumos_gym.agents.lumos.executed_result`; ``""`` for a subgoal
+        without actions).
+
     Raises:
         ReplayFailure: the annotation fails; the message is the rejection reason.
     """
+    from lumos_gym.agents.base import StepOutcome
+    from lumos_gym.agents.lumos import executed_result
+
     plan = _parse(annotation)
     env.reset(options={"task_id": annotation.id, "reference": annotation_reference(annotation)})
     variables: dict[str, str] = {}
     outputs: list[str] = []
+    results: list[str] = []
     env_ended = not env.ends_by_answer
     for k, actions in enumerate(plan, 1):
         if not actions:
+            results.append("")
             continue
         text = "; ".join(format_action(a, with_result=False) for _, a in actions)
         shown, reward, terminated, truncated, info = env.step(text)
@@ -309,12 +326,14 @@ def replay(env: LumosEnv, annotation: Annotation) -> None:
         if "Error:" in observation:
             line = next(x for x in observation.splitlines() if "Error:" in x)
             raise ReplayFailure("error", f"subgoal {k}: {line.strip()}")
+        step = StepOutcome(observation, float(reward), terminated, truncated, info)
+        results.append(executed_result(text, step))
         if env_ended and terminated and k == len(plan):
             if reward < 1.0:  # web and game episodes end by the env: a purchase, a win
                 raise ReplayFailure(
                     "wrong-answer", f"the episode ended with reward {reward:.3f}, not 1"
                 )
-            return
+            return results
         if terminated or truncated:
             raise ReplayFailure("error", f"subgoal {k}: the episode ended before the answer")
         variables = dict(info.get("variables") or {})
@@ -336,6 +355,7 @@ def replay(env: LumosEnv, annotation: Annotation) -> None:
             "wrong-answer",
             f"Answer({final}) gives {prediction!r}, the gold answer is {annotation.answer!r}",
         )
+    return results
 
 
 # ---------------------------------------------------------------------------------------------
@@ -367,10 +387,12 @@ def verify_annotations(
             tasks keep their documents, corpora and gold facts).
 
     Returns:
-        The report; ``kept`` and ``rejected`` follow the input order.
+        The report; ``kept`` and ``rejected`` follow the input order. Kept WebShop and game
+        annotations carry their replay's results in ``meta["subgoal_results"]``.
     """
     items = list(items)
     outcomes: dict[int, str | None] = {}
+    recorded: dict[int, Annotation] = {}
     groups: dict[tuple[str, str], list[int]] = {}
     seen: set[tuple[str, str]] = set()
     for index, item in enumerate(items):
@@ -388,7 +410,10 @@ def verify_annotations(
         env = factory([task_of(a) for a in annotations], dataset)
         try:
             for index, annotation in zip(indices, annotations, strict=True):
-                outcomes[index] = _verdict(env, annotation)
+                outcomes[index], results = _verdict(env, annotation)
+                if results is not None and quotes_results(annotation):
+                    meta = {**annotation.meta, RESULTS_FIELD: results}
+                    recorded[index] = dataclasses.replace(annotation, meta=meta)
         finally:
             env.close()
     report = VerificationReport()
@@ -397,18 +422,19 @@ def verify_annotations(
         report.totals[dataset] += 1
         reason = outcomes[index]
         if reason is None and isinstance(item, Annotation):
-            report.kept.append(item)
+            report.kept.append(recorded.get(index, item))
             report.kept_counts[dataset] += 1
         else:
             report.rejected.append(Rejected(item.id, reason or "other: not verified"))
     return report
 
 
-def _verdict(env: LumosEnv, annotation: Annotation) -> str | None:
+def _verdict(env: LumosEnv, annotation: Annotation) -> tuple[str | None, list[str] | None]:
+    """The rejection reason (None when it verifies) and the replay's results."""
     try:
-        replay(env, annotation)
+        results = replay(env, annotation)
     except ReplayFailure as e:
-        return str(e)
+        return str(e), None
     except (LumosGymError, ValueError) as e:  # a bad annotation must not stop the run
-        return f"error: {type(e).__name__}: {e}"
-    return None
+        return f"error: {type(e).__name__}: {e}", None
+    return None, results

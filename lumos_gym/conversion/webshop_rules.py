@@ -19,6 +19,15 @@ Lumos WebShop shots write them (LUMOS_FORMAT.md §1.5)::
 
 Web actions have no ``= result`` tail (LUMOS_FORMAT.md §1.2). The answer is the product the
 expert buys; the replay verifier requires the last subgoal to end the episode with reward 1.
+
+Replay verification (:func:`~lumos_gym.conversion.verify.verify_annotations`) also records
+what each subgoal executed, in ``meta["subgoal_results"]``: the value of its last action as the
+tools bind it, one line (:func:`~lumos_gym.agents.lumos.executed_result`), e.g. the search's
+``b0abc12345 - <title> ** b0xyz67890 - <title>``, the retrieved features, the picked asin and
+``1.0`` for the purchase. The ``plan-iterative`` export quotes them in the planner feedback
+(``The executed result for Subgoal 1 is b0abc12345 - ...``), as Lumos' WebShop evaluation fed
+its planner the search results (LUMOS_FORMAT.md §1.5), so the planner sees the asins the next
+subgoals name.
 """
 
 from __future__ import annotations

@@ -17,6 +17,13 @@ Two task sources:
   of that type and ALFWorld's task sentences (``alfworld/gen/goal_library.py``: ``put a clean
   apple in fridge``...). Gold actions are the ``policy_commands`` of the engine's planner, kept
   only when replaying them wins. Problems are cached under ``cache_root()/alfworld/``.
+  Two levels (:data:`LEVELS`, ``levels=[1, 2]``; each task's ``meta["level"]``): level 2 (the
+  default) is a whole room, 6-26 receptacles with objects in closed cabinets, drawers and
+  fridges; level 1 is a small room of at most three receptacles, one of each class the task
+  needs (where the object lies, where it goes, the sink basin, microwave, fridge or lamp stand)
+  plus at times a spare one, with the object in plain sight on a receptacle that does not
+  open. A level-1 problem belongs to the split its content's digest names (:func:`split_of`),
+  so that the splits stay disjoint although small rooms repeat more often.
 * ``source="official"`` (or ``data_path=...``): ALFWorld's data folder as ``alfworld-download``
   leaves it, ``<data>/json_2.1.1/{train,valid_seen,valid_unseen}/<task>/trial_*/`` holding
   ``game.tw-pddl`` and ``traj_data.json`` (whose ``task_type`` filters tasks). Like ALFWorld's
@@ -27,6 +34,7 @@ Two task sources:
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import json
 import os
@@ -53,6 +61,7 @@ from lumos_gym.errors import DataError, LumosGymError
 from lumos_gym.jsonl import publish_folder
 
 __all__ = [
+    "LEVELS",
     "OFFICIAL_SPLITS",
     "ROOMS",
     "TASK_TYPES",
@@ -63,6 +72,7 @@ __all__ = [
     "find_official_games",
     "generate_problem",
     "solve_game",
+    "split_of",
 ]
 
 #: ALFWorld's task types, numbered as its configs number them (1-6).
@@ -76,6 +86,9 @@ TASK_TYPES = (
 )
 OFFICIAL_SPLITS = ("train", "valid_seen", "valid_unseen")
 GENERATED_SPLITS = ("train", "test")
+#: The levels of generated problems: 1, a small room (at most three receptacles, nothing to
+#: open); 2, a whole room (6-26 receptacles, objects in closed ones).
+LEVELS = (1, 2)
 
 _ENGINE = "lumos_gym.envs.alfworld:AlfredEngine"
 _GENERATOR_VERSION = "v1"
@@ -201,6 +214,10 @@ OBJECTS: tuple[ObjectKind, ...] = (
 _KINDS = {kind.name: kind for kind in OBJECTS}
 #: The light that ``look_at_obj_in_light`` tasks switch on, and where it stands.
 LAMP, LAMP_PLACES = "DeskLamp", ("Desk", "SideTable", "Dresser")
+#: The objects that ``look_at_obj_in_light`` tasks look at.
+_LIGHT_TARGETS = frozenset({"Book", "CellPhone", "CD", "Pen", "Pencil", "AlarmClock", "KeyChain",
+                            "CreditCard", "Watch", "Bowl", "Mug", "Box", "Vase", "Statue",
+                            "Laptop", "RemoteControl", "Pillow"})  # fmt: skip
 #: Types the ALFRED domain names as constants (its clean, heat, cool and slice actions).
 _DOMAIN_RTYPES = ("SinkBasin", "Microwave", "Fridge")
 _DOMAIN_OTYPES = ("Knife", "ButterKnife")
@@ -259,6 +276,7 @@ class AlfredProblem:
         pddl: the problem in the ALFRED domain.
         target: the object class to handle.
         receptacle: the receptacle class to put it in (the lamp for light tasks).
+        level: 1 (a small room) or 2 (a whole room); see :data:`LEVELS`.
     """
 
     task_type: str
@@ -267,6 +285,7 @@ class AlfredProblem:
     pddl: str
     target: str
     receptacle: str
+    level: int = 2
 
 
 @dataclass
@@ -364,8 +383,8 @@ def _pddl(name: str, scene: _Scene, goal: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def generate_problem(task_type: str, seed: int, *, split: str = "test", attempt: int = 0
-                     ) -> AlfredProblem | None:  # fmt: skip
+def generate_problem(task_type: str, seed: int, *, split: str = "test", attempt: int = 0,
+                     level: int = 2) -> AlfredProblem | None:  # fmt: skip
     """Generate one problem of a task type (deterministic for its arguments).
 
     Args:
@@ -373,12 +392,21 @@ def generate_problem(task_type: str, seed: int, *, split: str = "test", attempt:
         seed: the problem's seed.
         split: ``train`` or ``test`` (different problems for the same seed).
         attempt: a retry number, for when the planner finds the problem unsolvable.
+        level: 1 (a small room, :func:`_small_problem`) or 2 (a whole room).
 
     Returns:
-        The problem, or None when this draw has no valid target (the caller retries).
+        The problem, or None when this draw has no valid target, or (level 1) belongs to the
+        other split (the caller retries).
     """
     if task_type not in _TYPES:
         raise LumosGymError(f"unknown ALFWorld task type {task_type!r}; known: {TASK_TYPES}")
+    if split not in GENERATED_SPLITS:
+        raise LumosGymError(f"generated ALFWorld splits are {GENERATED_SPLITS}, got {split!r}")
+    if level not in LEVELS:
+        raise LumosGymError(f"ALFWorld levels are {LEVELS}, got {level!r}")
+    if level == 1:
+        problem = _small_problem(task_type, seed, split, attempt)
+        return problem if problem is not None and split_of(problem) == split else None
     rooms, appliance, templates = _TYPES[task_type]
     rng = random.Random(f"alfworld/{_GENERATOR_VERSION}/{split}/{task_type}/{seed}/{attempt}")
     room = rng.choice(rooms)
@@ -394,9 +422,7 @@ def generate_problem(task_type: str, seed: int, *, split: str = "test", attempt:
     candidates = [k for k in usable if _can(k, appliance) and targets_for(k)
                   and len(set(k.places) & present) >= 2]  # fmt: skip
     if task_type == "look_at_obj_in_light":
-        candidates = [k for k in usable if k.name in {"Book", "CellPhone", "CD", "Pen", "Pencil",
-                      "AlarmClock", "KeyChain", "CreditCard", "Watch", "Bowl", "Mug", "Box",
-                      "Vase", "Statue", "Laptop", "RemoteControl", "Pillow"}]  # fmt: skip
+        candidates = [k for k in usable if k.name in _LIGHT_TARGETS]
     if not candidates:
         return None
     target = rng.choice(candidates)
@@ -425,6 +451,81 @@ def generate_problem(task_type: str, seed: int, *, split: str = "test", attempt:
     goal = _goal(task_type, target.name, receptacle)
     return AlfredProblem(task_type, description, room, _pddl(name, scene, goal), target.name,
                          receptacle)  # fmt: skip
+
+
+def _small_problem(task_type: str, seed: int, split: str, attempt: int) -> AlfredProblem | None:
+    """Draw a level-1 problem: one receptacle of each class the task needs, nothing closed.
+
+    The object lies on an open receptacle (a countertop, a shelf...; never in a cabinet,
+    drawer, fridge or other receptacle that opens) and goes to another open one; the
+    appliance of the task type (sink basin, microwave, fridge) or the lamp's stand is the only
+    other receptacle, and a task with fewer than three gets a spare one half of the time. At
+    most two other objects lie about.
+    """
+    rooms, appliance, templates = _TYPES[task_type]
+    rng = random.Random(f"alfworld/{_GENERATOR_VERSION}/l1/{split}/{task_type}/{seed}/{attempt}")
+    room = rng.choice(rooms)
+    classes = [k for k, (_, most) in ROOMS[room].items() if most > 0]
+    plain = {k for k in classes if k not in OPENABLE and k != appliance}
+    light = task_type == "look_at_obj_in_light"
+    if light:
+        stands = [k for k in LAMP_PLACES if k in classes]
+        kinds = [k for k in OBJECTS if room in k.rooms and k.name in _LIGHT_TARGETS
+                 and set(k.places) & plain]  # fmt: skip
+    else:
+        stands = []
+        kinds = [k for k in OBJECTS if room in k.rooms and _can(k, appliance)
+                 and len(set(k.places) & plain) >= 2]  # fmt: skip
+    if not kinds or (light and not stands):
+        return None
+    target = rng.choice(kinds)
+    spots = sorted(set(target.places) & plain)
+    if light:
+        receptacle = LAMP
+        stand = rng.choice(stands)
+        sources = [rng.choice(spots)]
+        needed = [stand, *sources]
+    else:
+        receptacle = rng.choice(spots)
+        others = [k for k in spots if k != receptacle]
+        two = task_type == "pick_two_obj_and_place" and len(others) >= 2 and rng.random() < 0.5
+        sources = sorted(rng.sample(others, 2 if two else 1))
+        needed = [*sources, receptacle, *([appliance] if appliance else [])]
+    needed = list(dict.fromkeys(needed))
+    spare = [k for k in classes if k not in needed]
+    if spare and (len(needed) < 2 or (len(needed) < 3 and rng.random() < 0.5)):
+        needed.append(rng.choice(spare))
+    scene = _Scene({_receptacle_id(k, 1): k for k in needed}, {}, {})
+    if light:
+        _place(rng, scene, LAMP, {stand})
+    copies = 2 if task_type == "pick_two_obj_and_place" else 1
+    for n in range(copies):
+        _place(rng, scene, target.name, {sources[n % len(sources)]})
+    present = set(needed)
+    extras = [k for k in OBJECTS if k.name != target.name and room in k.rooms
+              and set(k.places) & present]  # fmt: skip
+    for _ in range(rng.randint(0, 2) if extras else 0):
+        kind = rng.choice(extras)
+        _place(rng, scene, kind.name, set(kind.places))
+    description = rng.choice(templates).format(obj=target.name.lower(),
+                                               recep=receptacle.lower(),
+                                               toggle=LAMP.lower())  # fmt: skip
+    name = f"lumos_l1_{task_type}_{split}_{seed}_{attempt}"
+    goal = _goal(task_type, target.name, receptacle)
+    return AlfredProblem(task_type, description, room, _pddl(name, scene, goal), target.name,
+                         receptacle, level=1)  # fmt: skip
+
+
+def split_of(problem: AlfredProblem) -> str:
+    """Return the split (``train`` or ``test``) a level-1 problem belongs to.
+
+    Small rooms leave fewer distinct problems, so that two seeds may draw the same one; each
+    problem's split is fixed by a digest of its content (task sentence and PDDL, without the
+    problem's name), which keeps the two splits disjoint.
+    """
+    body = problem.pddl.split("\n", 1)[1]
+    digest = hashlib.sha256(f"{problem.description}\n{body}".encode()).digest()
+    return GENERATED_SPLITS[digest[0] % 2]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -553,15 +654,16 @@ def _read_json(path: Path) -> dict[str, Any] | None:
 
 
 def _ensure_problem(
-    task_type: str, seed: int, split: str, root: Path, host: Callable[[], Any]
+    task_type: str, seed: int, split: str, root: Path, host: Callable[[], Any], level: int = 2
 ) -> Path:
     """Return the folder of a cached, solved problem, generating and planning it when needed."""
-    folder = root / split / task_type / str(seed)
+    # level 2 keeps the folders of the generator before levels (the same problems)
+    folder = (root / split if level == 2 else root / split / f"l{level}") / task_type / str(seed)
     if _read_json(folder / _TASK_FILE) is not None:
         return folder
     domain, grammar = alfred_logic()
     for attempt in range(_ATTEMPTS):
-        problem = generate_problem(task_type, seed, split=split, attempt=attempt)
+        problem = generate_problem(task_type, seed, split=split, attempt=attempt, level=level)
         if problem is None:
             continue
 
@@ -581,7 +683,8 @@ def _ensure_problem(
             info = {"task_type": task_type, "description": problem.description,
                     "room": problem.room, "target": problem.target,
                     "receptacle": problem.receptacle, "seed": seed, "split": split,
-                    "attempt": attempt, "intro": solved.get("intro", "")}  # fmt: skip
+                    "level": level, "attempt": attempt,
+                    "intro": solved.get("intro", "")}  # fmt: skip
             with open(tmp / _TASK_FILE, "w", encoding="utf-8") as f:
                 json.dump(info, f, indent=1, sort_keys=True)
             return True
@@ -589,20 +692,23 @@ def _ensure_problem(
         # another process may have cached the same problem first: theirs is used then
         if publish_folder(folder, solve) and _read_json(folder / _TASK_FILE) is not None:
             return folder
-    raise LumosGymError(f"no solvable {task_type} problem for seed {seed} in {_ATTEMPTS} draws")
+    raise LumosGymError(f"no solvable level-{level} {task_type} problem for seed {seed} in "
+                        f"{_ATTEMPTS} draws")  # fmt: skip
 
 
 def _generated_task(
-    task_type: str, seed: int, split: str, root: Path, host: Callable[[], Any]
+    task_type: str, seed: int, split: str, root: Path, host: Callable[[], Any], level: int = 2
 ) -> Task:
-    folder = _ensure_problem(task_type, seed, split, root, host)
+    folder = _ensure_problem(task_type, seed, split, root, host, level)
     info = _read_json(folder / _TASK_FILE) or {}
     game = _read_json(folder / "game.tw-pddl") or {}
     question = _task_question(str(info.get("description", "")))
-    meta = {"task_type": task_type, "split": split, "seed": seed, "room": info.get("room"),
+    meta = {"task_type": task_type, "level": level, "split": split, "seed": seed,
+            "room": info.get("room"),
             "observation": first_observation(question, str(info.get("intro", "")))}  # fmt: skip
-    return _make_task(f"alfworld/{split}/gen/{task_type}/{seed}", folder / "game.tw-pddl",
-                      question, [str(c) for c in game.get("walkthrough") or []], meta)  # fmt: skip
+    return _make_task(f"alfworld/{split}/gen-l{level}/{task_type}/{seed}",
+                      folder / "game.tw-pddl", question,
+                      [str(c) for c in game.get("walkthrough") or []], meta)  # fmt: skip
 
 
 def find_official_games(
@@ -675,6 +781,14 @@ def _types(task_types: Sequence[str | int] | str | int) -> tuple[str, ...]:
     return tuple(dict.fromkeys(out))
 
 
+def _levels(levels: Sequence[int] | int) -> tuple[int, ...]:
+    items = (levels,) if isinstance(levels, int) else tuple(levels)
+    out = tuple(dict.fromkeys(items))
+    if not out or any(isinstance(x, bool) or x not in LEVELS for x in out):
+        raise LumosGymError(f"ALFWorld levels are {LEVELS}, got {levels!r}")
+    return out
+
+
 # ---------------------------------------------------------------------------------------------
 # The env
 
@@ -687,7 +801,10 @@ class ALFWorldEnv(GameEnv):
         split: generated: ``train`` or ``test`` (default); official: ``train``,
             ``valid_seen`` or ``valid_unseen`` (default).
         task_types: task type names or numbers 1-6 (default all six).
-        num_tasks: generated problems per task type.
+        levels: generated: the levels (:data:`LEVELS`; default ``(2,)``): 1, a small room
+            with nothing to open; 2, a whole room. ``num_tasks`` problems of each type are
+            made at each level; ``meta["level"]`` says which.
+        num_tasks: generated problems per task type (and level).
         seed: the seed of the first problem of each type.
         data_path: ALFWorld's data folder (default ``$ALFWORLD_DATA``).
         plan_gold: plan gold actions for official games that carry no walkthrough (slow).
@@ -704,6 +821,7 @@ class ALFWorldEnv(GameEnv):
         source: str | None = None,
         split: str | None = None,
         task_types: Sequence[str | int] | str | int = TASK_TYPES,
+        levels: Sequence[int] | int = (2,),
         num_tasks: int = 1,
         seed: int = 0,
         data_path: str | os.PathLike[str] | None = None,
@@ -721,11 +839,15 @@ class ALFWorldEnv(GameEnv):
                 raise LumosGymError(
                     f"generated ALFWorld splits are {GENERATED_SPLITS}, got {split!r}"
                 )
+            chosen = _levels(levels)
             params = {"generator": "alfworld", "version": _GENERATOR_VERSION, "split": split,
-                      "task_types": list(types), "num_tasks": num_tasks, "seed": seed}  # fmt: skip
+                      "task_types": list(types), "num_tasks": num_tasks, "seed": seed,
+                      "levels": list(chosen)}  # fmt: skip
+
             def generate() -> list[Task]:
-                return [_generated_task(t, s, split, self.cache_dir, lambda: self.host)
-                        for s in range(seed, seed + num_tasks) for t in types]  # fmt: skip
+                return [_generated_task(t, s, split, self.cache_dir, lambda: self.host, level)
+                        for level in chosen for s in range(seed, seed + num_tasks)
+                        for t in types]  # fmt: skip
 
             tasks: TaskSource = GeneratedSource(generate, params)
         elif source == "official":

@@ -19,10 +19,19 @@ challenge                levels 1-5 (the challenge's own settings)
                          cooking, cutting and a limited inventory added level by level
 ======================== =====================================================================
 
-``challenge="mixed"`` (the default) cycles through the four. ``settings={...}`` gives the
-challenge's settings directly instead of a level. Each game's seed is drawn from
+``challenge="mixed"`` (the default) cycles through the four: game ``i`` uses
+``CHALLENGES[i % 4]`` (``tw-simple``, ``tw-coin_collector``, ``tw-treasure_hunter``,
+``tw-cooking``). ``levels=[1, 2, ...]`` makes ``num_games`` games at each level (the same game
+numbers, so the same challenges, at every level); each task's ``meta`` holds its ``level`` and
+``challenge``. At level 1 the coin collector and the treasure hunter are won by one command
+(``take coin``), the cooking game by a handful; ``tw-simple`` is a fixed house at every level
+(about ten commands, with points along the way). ``settings={...}`` gives the challenge's
+settings directly instead of a level. Each game's seed is drawn from
 ``(split, challenge, settings, seed + i)``, so the ``train`` and ``test`` splits share no game
 (``tw-simple`` and ``tw-cooking`` also draw from their own train/test content distributions).
+When TextWorld cannot make a quest for a seed (``QuestGenerationError``, e.g.
+``tw-treasure_hunter`` at some seeds of level 3), the next of a fixed series of seeds drawn from
+the first is tried.
 
 Games are made once and cached under ``cache_root()/textworld/tw-<version>/`` (or
 ``cache_dir``), one folder per game named by its parameters, holding ``game.z8``, TextWorld's
@@ -58,6 +67,7 @@ from lumos_gym.data import cache_root
 from lumos_gym.envs.games import (
     GAME_ANSWER,
     GameEngine,
+    GameEngineError,
     GameEnv,
     GameState,
     first_observation,
@@ -110,6 +120,7 @@ LEVELS: dict[str, tuple[dict[str, Any], ...]] = {
 
 _ENGINE = "lumos_gym.envs.textworld:TextWorldEngine"
 _TASK_FILE = "lumos-task.json"
+_ATTEMPTS = 8  # seeds tried for one game when TextWorld finds no quest
 _GAME_FILE = "tw-game.z8"  # Jericho fully supports TextWorld games named tw-*
 
 
@@ -164,6 +175,7 @@ class GameRecipe:
         index: the game's number in its series (the env's ``seed + i``).
         split: ``train`` or ``test``.
         tag: a short name of the settings (``l1``... or ``s<digest>``).
+        level: the level 1-5 (None when ``settings`` were given).
     """
 
     challenge: str
@@ -171,12 +183,20 @@ class GameRecipe:
     index: int
     split: str
     tag: str
+    level: int | None = None
 
     @property
     def seed(self) -> int:
         """Return the generator seed, drawn from every parameter (disjoint between splits)."""
-        key = json.dumps([self.split, self.challenge, dict(self.settings), self.index],
-                         sort_keys=True)  # fmt: skip
+        return self.seed_for(0)
+
+    def seed_for(self, attempt: int) -> int:
+        """Return the generator seed of a retry (``attempt`` 0 is :attr:`seed`).
+
+        A retry follows a ``QuestGenerationError``: TextWorld found no quest for the seed.
+        """
+        parts: list[Any] = [self.split, self.challenge, dict(self.settings), self.index]
+        key = json.dumps(parts + ([attempt] if attempt else []), sort_keys=True)
         return int.from_bytes(hashlib.sha256(key.encode()).digest()[:4], "big") % 65_536
 
     @property
@@ -191,16 +211,38 @@ class GameRecipe:
         return f"textworld/{self.split}/{self.challenge}-{self.tag}/{self.index}"
 
 
+def _levels(level: int, levels: Sequence[int] | int | None) -> tuple[int, ...]:
+    """The levels of a series: ``levels`` when given (one or several), else ``(level,)``."""
+    chosen = (level,) if levels is None else (levels,) if isinstance(levels, int) else levels
+    out = tuple(dict.fromkeys(chosen))
+    for value in out:
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 5:
+            raise LumosGymError(f"TextWorld levels are 1-5, got {value!r}")
+    if not out:
+        raise LumosGymError("levels must name at least one level (1-5)")
+    return out
+
+
 def recipes(
     *,
     challenge: str = MIXED,
     level: int = 1,
+    levels: Sequence[int] | int | None = None,
     settings: Mapping[str, Any] | None = None,
     num_games: int = 4,
     seed: int = 0,
     split: str = "test",
 ) -> list[GameRecipe]:
     """Return the recipes of a series of games (game ``i`` of ``mixed`` uses challenge ``i % 4``).
+
+    Args:
+        challenge: ``mixed`` or one of :data:`CHALLENGES`.
+        level: the level (1-5) when ``levels`` is None.
+        levels: several levels: ``num_games`` games at each, level by level.
+        settings: the challenge's own settings instead of a level.
+        num_games: games per level.
+        seed: the number of the first game.
+        split: ``train`` or ``test``.
 
     Raises:
         LumosGymError: an unknown challenge, level or split.
@@ -209,12 +251,21 @@ def recipes(
         raise LumosGymError(f"split must be one of {SPLITS}, got {split!r}")
     if num_games < 0:
         raise LumosGymError(f"num_games must be >= 0, got {num_games}")
+    if challenge != MIXED and challenge not in CHALLENGES:
+        raise LumosGymError(f"unknown TextWorld challenge {challenge!r}; known: {CHALLENGES}")
+    if settings is not None:
+        if levels is not None:
+            raise LumosGymError("give settings or levels, not both")
+        series: tuple[int | None, ...] = (None,)
+    else:
+        series = _levels(level, levels)
     out = []
-    for i in range(seed, seed + num_games):
-        name = CHALLENGES[i % len(CHALLENGES)] if challenge == MIXED else challenge
-        chosen = challenge_settings(name, level=level, split=split, settings=settings)
-        tag = f"l{level}" if settings is None else f"s{_digest(dict(settings))}"
-        out.append(GameRecipe(name, chosen, i, split, tag))
+    for at in series:
+        for i in range(seed, seed + num_games):
+            name = CHALLENGES[i % len(CHALLENGES)] if challenge == MIXED else challenge
+            chosen = challenge_settings(name, level=at or 1, split=split, settings=settings)
+            tag = f"l{at}" if settings is None else f"s{_digest(dict(settings))}"
+            out.append(GameRecipe(name, chosen, i, split, tag, at))
     return out
 
 
@@ -394,10 +445,19 @@ def _ensure_game(recipe: GameRecipe, root: Path, host: Callable[[], Any]) -> _De
     if description is None:
 
         def make(tmp: Path) -> bool:
-            path = host().call("lumos_gym.envs.textworld:make_game", challenge=recipe.challenge,
-                             settings=dict(recipe.settings), seed=recipe.seed,
-                             folder=str(tmp))  # fmt: skip
+            for attempt in range(_ATTEMPTS):
+                seed = recipe.seed_for(attempt)
+                try:
+                    path = host().call("lumos_gym.envs.textworld:make_game",
+                                       challenge=recipe.challenge,
+                                       settings=dict(recipe.settings), seed=seed,
+                                       folder=str(tmp))  # fmt: skip
+                    break
+                except GameEngineError as e:
+                    if "QuestGenerationError" not in str(e) or attempt == _ATTEMPTS - 1:
+                        raise
             made = host().call("lumos_gym.envs.textworld:describe_game", path=path)
+            made["tw_seed"] = seed
             with open(tmp / _TASK_FILE, "w", encoding="utf-8") as f:
                 json.dump(made, f, indent=1, sort_keys=True)
             return True
@@ -447,8 +507,10 @@ class TextWorldEnv(GameEnv):
         games: game files (``.z1``-``.z8``) to play instead of generated games.
         challenge: ``mixed`` (default: the four in turn) or one of :data:`CHALLENGES`.
         level: difficulty 1-5 (see :data:`LEVELS`).
+        levels: several levels instead of ``level`` (``[1, 2]``): ``num_games`` games at each;
+            each task's ``meta["level"]`` says which.
         settings: the challenge's own settings instead of a level.
-        num_games: how many games to generate.
+        num_games: how many games to generate (at each level).
         seed: the number of the first game (games ``seed`` .. ``seed + num_games - 1``).
         split: ``train`` or ``test`` (disjoint games).
         cache_dir: where generated games are kept (default ``cache_root()/textworld``).
@@ -464,6 +526,7 @@ class TextWorldEnv(GameEnv):
         games: Sequence[str | os.PathLike[str]] | None = None,
         challenge: str = MIXED,
         level: int = 1,
+        levels: Sequence[int] | int | None = None,
         settings: Mapping[str, Any] | None = None,
         num_games: int = 4,
         seed: int = 0,
@@ -480,9 +543,10 @@ class TextWorldEnv(GameEnv):
                 {"generator": "textworld-files", "games": [str(p) for p in paths]},
             )
         else:
-            series = recipes(challenge=challenge, level=level, settings=settings,
+            series = recipes(challenge=challenge, level=level, levels=levels, settings=settings,
                              num_games=num_games, seed=seed, split=split)  # fmt: skip
             params = {"generator": "textworld", "challenge": challenge, "level": level,
+                      **({} if levels is None else {"levels": list(_levels(level, levels))}),
                       "settings": dict(settings or {}), "num_games": num_games, "seed": seed,
                       "split": split, "textworld": _textworld_version()}  # fmt: skip
             source = GeneratedSource(lambda: self._generated_tasks(series), params)
@@ -496,8 +560,13 @@ class TextWorldEnv(GameEnv):
         tasks = []
         for recipe in series:
             described = _ensure_game(recipe, self.cache_dir, lambda: self.host)
-            meta = {"challenge": recipe.challenge, "settings": dict(recipe.settings),
-                    "split": recipe.split, "tw_seed": recipe.seed}  # fmt: skip
+            meta: dict[str, Any] = {
+                "challenge": recipe.challenge, "settings": dict(recipe.settings),
+                "split": recipe.split,
+                "tw_seed": described.description.get("tw_seed", recipe.seed),
+            }  # fmt: skip
+            if recipe.level is not None:
+                meta["level"] = recipe.level
             tasks.append(_make_task(recipe.task_id, described, meta))
         return tasks
 

@@ -16,6 +16,11 @@ Two backends (option ``backend``):
   (:data:`QA_NO_CONTEXT_PROMPT`), or, when the question contains ``Must answer yes/no``, with
   the prompt that forces an answer (:data:`QA_FORCED_PROMPT`). Any other output is read as the
   answer itself (its first line). Every raw completion is appended to ``ctx.state["QA"]``.
+  The default model is :func:`default_qa_model`: SmolLM2-135M with the shipped reference QA
+  adapter when the package holds one, the untrained model otherwise. A model spec naming a
+  LoRA output folder (``hf:path/to/adapter``) loads the adapter's base with it and, unless
+  ``chat`` is given, sends the raw prompt in Lumos' framing, the bytes ``lumos-gym train``
+  trained it on.
 * ``"reference"``: the gold sub-answers of the task (``ctx.reference["sub_answers"]``, filled
   only in privileged envs and verifiers), looked up by the normalised question. With
   ``require_evidence=True`` a span answer must occur in the context, so that replaying a gold
@@ -24,8 +29,11 @@ Two backends (option ``backend``):
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from lumos_gym.actions import Action, split_list, substitute
@@ -45,9 +53,14 @@ __all__ = [
     "QA_MAX_NEW_TOKENS",
     "QA_NO_CONTEXT_PROMPT",
     "QA_PROMPT",
+    "QA_REFERENCE_ADAPTER",
+    "QA_REFERENCE_ENV",
     "QA_STOP",
+    "QAInputs",
+    "default_qa_model",
     "parse_qa_output",
     "question_key",
+    "read_qa_inputs",
     "reference_answer",
 ]
 
@@ -74,8 +87,14 @@ MUST_ANSWER_YES_NO = "Must answer yes/no"
 QA_MAX_NEW_TOKENS = 100
 #: An answer is one line; small models such as SmolLM2 also write ``</s>`` as plain text.
 QA_STOP = ("\n", "</s>")
-#: The model behind the ``model`` backend by default: the offline default model.
+#: The untrained offline default model behind the ``model`` backend.
 DEFAULT_QA_MODEL = "hf:smollm2-135m"
+#: The folder of the shipped reference QA adapter (a LoRA adapter of SmolLM2-135M trained on
+#: ``train/qa-tool.jsonl``, see :mod:`lumos_gym.training.qa_tool`); absent until one ships.
+QA_REFERENCE_ADAPTER = Path(__file__).parent / "reference" / "qa-smollm2-135m"
+#: Set this environment variable to ``0`` (or ``false``, ``no``, ``off``) to make the
+#: untrained :data:`DEFAULT_QA_MODEL` the default even when the reference adapter ships.
+QA_REFERENCE_ENV = "LUMOS_GYM_QA_REFERENCE"
 QA_BACKENDS = ("model", "reference")
 
 _ANSWER_RE = re.compile(r"Answer:\s*(.*)", re.IGNORECASE)
@@ -103,6 +122,25 @@ def parse_qa_output(text: str) -> str | None:
         answer = match.group(1).strip().removesuffix(".").strip()
         return answer or None
     return text.splitlines()[0].strip() or None
+
+
+def default_qa_model(reference: bool | None = None) -> str:
+    """Return the model spec the ``QA`` tool uses when none is named.
+
+    That is ``hf:<QA_REFERENCE_ADAPTER>`` (SmolLM2-135M with the shipped reference QA adapter)
+    when the folder holds an adapter (``adapter_config.json``) and the reference is wanted,
+    and :data:`DEFAULT_QA_MODEL` (the untrained model) otherwise.
+
+    Args:
+        reference: whether to use the reference adapter; by default yes, unless the
+            environment variable :data:`QA_REFERENCE_ENV` is ``0``/``false``/``no``/``off``.
+    """
+    if reference is None:
+        flag = os.environ.get(QA_REFERENCE_ENV, "").strip().lower()
+        reference = flag not in ("0", "false", "no", "off")
+    if reference and (QA_REFERENCE_ADAPTER / "adapter_config.json").is_file():
+        return f"hf:{QA_REFERENCE_ADAPTER}"
+    return DEFAULT_QA_MODEL
 
 
 def question_key(question: str) -> str:
@@ -136,6 +174,68 @@ def _occurs(answer: str, context: str) -> bool:
     return bool(needle) and f" {needle} " in f" {normalize_answer(context)} "
 
 
+@dataclass(frozen=True)
+class QAInputs:
+    """What one ``QA`` action asks: its question and context, and the prompts they make.
+
+    Attributes:
+        raw_question: the question as written in the action (variables not substituted).
+        question: the question with its variables substituted, stripped.
+        context: the context items, substituted and joined by newlines, stripped.
+    """
+
+    raw_question: str
+    question: str
+    context: str
+
+    @property
+    def prompt(self) -> str:
+        """The first prompt the model backend sends (:data:`QA_PROMPT`, with the context)."""
+        return QA_PROMPT.format(question=self.question, context=self.context)
+
+    @property
+    def forced(self) -> bool:
+        """Whether the retry forces a yes/no answer (the question holds the marker)."""
+        return MUST_ANSWER_YES_NO in self.question
+
+    @property
+    def retry_kind(self) -> str:
+        """The kind of the retry prompt: ``"forced"`` or ``"no-context"``."""
+        return "forced" if self.forced else "no-context"
+
+    @property
+    def retry_prompt(self) -> str:
+        """The prompt sent when the first answer is ``No answer`` or empty (no context)."""
+        template = QA_FORCED_PROMPT if self.forced else QA_NO_CONTEXT_PROMPT
+        return template.format(question=self.question)
+
+
+def read_qa_inputs(action: Action, variables: Mapping[str, str]) -> QAInputs:
+    """Read the question and context of a ``QA`` action, substituting ``variables``.
+
+    Raises:
+        ToolError: no context or no question.
+        UndefinedVariableError: for an unbound ``R<n>`` in the context or question.
+    """
+    raw_question, items = QA._read_arguments(action)
+    context = "\n".join(substitute(item, variables) for item in items).strip()
+    question = substitute(raw_question, variables).strip()
+    return QAInputs(raw_question, question, context)
+
+
+def _names_adapter_folder(spec: str) -> bool:
+    """Whether a ``hf:`` model spec names a LoRA output folder (not a full model)."""
+    backend, _, rest = spec.partition(":")
+    if backend != "hf":
+        return False
+    from lumos_gym.agents.backends.hf import adapter_folder_base  # imports torch: on use only
+
+    try:
+        return adapter_folder_base(rest.partition("@")[0]) is not None
+    except LumosGymError:
+        return False
+
+
 def _backend_from_spec(spec: str) -> Backend:
     # Imported on first use: the conversion pipeline is not needed to define the tool.
     from lumos_gym.conversion.pipeline import make_backend_from_spec
@@ -156,12 +256,15 @@ class QA(Tool):
         backend: ``"model"`` (a language model) or ``"reference"`` (gold sub-answers).
         model: for the ``model`` backend, a spec ``BACKEND:MODEL[@URL]`` (built on first use by
             :func:`~lumos_gym.conversion.pipeline.make_backend_from_spec`, and closed with the
-            tool) or a ready :class:`~lumos_gym.agents.backends.base.Backend` (left open).
+            tool; ``hf:FOLDER`` may name a LoRA output folder) or a ready
+            :class:`~lumos_gym.agents.backends.base.Backend` (left open); by default
+            :func:`default_qa_model`.
         chat: send the prompt as one chat user message (``True``), as a raw prompt in Lumos'
             ``<|user|>``/``<|assistant|>`` framing (``False``), or decide on first use
-            (``None``, the default): chat, and the raw prompt from then on when the backend
-            refuses chat messages (a model without a chat template, a completions-only
-            server) and takes the raw prompt.
+            (``None``, the default): the raw prompt for a spec naming a LoRA output folder
+            (trained by ``lumos-gym train`` in that framing); otherwise chat, and the raw
+            prompt from then on when the backend refuses chat messages (a model without a
+            chat template, a completions-only server) and takes the raw prompt.
         require_evidence: for the ``reference`` backend, answer ``No answer`` when a span
             answer does not occur in the context.
         max_new_tokens: the generation budget of one model call.
@@ -186,7 +289,7 @@ class QA(Tool):
         if backend not in QA_BACKENDS:
             known = ", ".join(QA_BACKENDS)
             raise ToolError(f"QA backend must be one of {known}; got {backend!r}")
-        model = DEFAULT_QA_MODEL if model is None else model
+        model = default_qa_model() if model is None else model
         if isinstance(model, str) and ":" not in model:
             raise ToolError(
                 f"QA model must be a spec BACKEND:MODEL[@URL] or a backend; got {model!r}"
@@ -213,13 +316,11 @@ class QA(Tool):
                 facts, or a failing model.
             UndefinedVariableError: for an unbound ``R<n>`` in the context or question.
         """
-        raw_question, items = self._read_arguments(action)
-        context = "\n".join(substitute(item, ctx.variables) for item in items).strip()
-        question = substitute(raw_question, ctx.variables).strip()
+        inputs = read_qa_inputs(action, ctx.variables)
         if self.backend == "reference":
-            answer = self._from_reference(raw_question, question, context, ctx)
+            answer = self._from_reference(inputs.raw_question, inputs.question, inputs.context, ctx)
         else:
-            answer = self._from_model(question, context, ctx)
+            answer = self._from_model(inputs, ctx)
         return ToolResult((answer,))
 
     def close(self) -> None:
@@ -272,14 +373,11 @@ class QA(Tool):
         return answer
 
     # ---------------------------------------------------------------------------- the model
-    def _from_model(self, question: str, context: str, ctx: ToolContext) -> str:
-        first = QA_PROMPT.format(question=question, context=context)
-        answer = parse_qa_output(self._ask(first, "context", ctx))
+    def _from_model(self, inputs: QAInputs, ctx: ToolContext) -> str:
+        answer = parse_qa_output(self._ask(inputs.prompt, "context", ctx))
         if answer is not None:
             return answer
-        forced = MUST_ANSWER_YES_NO in question
-        retry = (QA_FORCED_PROMPT if forced else QA_NO_CONTEXT_PROMPT).format(question=question)
-        answer = parse_qa_output(self._ask(retry, "forced" if forced else "no-context", ctx))
+        answer = parse_qa_output(self._ask(inputs.retry_prompt, inputs.retry_kind, ctx))
         return answer if answer is not None else NO_ANSWER
 
     def _ask(self, prompt: str, kind: str, ctx: ToolContext) -> str:
@@ -330,6 +428,8 @@ class QA(Tool):
             except (LumosGymError, ImportError, OSError, ValueError) as e:
                 raise ToolError(f"cannot start the QA model {self.model!r}: {e}") from e
             self._owns_lm = True
+            if self.chat is None and _names_adapter_folder(str(self.model)):
+                self.chat = False  # trained on Lumos' framing, not the base's chat template
         return self._lm
 
     @staticmethod

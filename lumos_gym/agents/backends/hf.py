@@ -922,7 +922,9 @@ class HFBackend(Backend):
     """A transformers causal LM in this process, optionally with peft adapters.
 
     Args:
-        model: a local folder, a Hugging Face hub id, or an alias (``"smollm2-135m"``).
+        model: a local folder, a Hugging Face hub id, or an alias (``"smollm2-135m"``); or a
+            LoRA output folder (see :func:`split_model_name`), which loads its base with it as
+            ``adapter``.
         adapter: a peft adapter folder applied on top of ``model`` (loaded as ``"default"``
             and active in this backend).
         adapters: more adapters by name (``{"planner": ..., "grounder": ...}``), all sharing
@@ -970,6 +972,14 @@ class HFBackend(Backend):
             raise ValueError(f"prefix_cache_mb must be positive; got {prefix_cache_mb}")
         if max_context is not None and max_context < 2:
             raise ValueError(f"max_context must be at least 2; got {max_context}")
+        base, folder = split_model_name(model)
+        if folder is not None:  # a LoRA output folder stands for its base plus itself
+            if adapter is not None:
+                raise BackendError(
+                    f"{model!r} is an adapter folder (its base is {base!r}); give it as the "
+                    "model or as the adapter, not both"
+                )
+            model, adapter = base, folder
         named = _named_adapters(adapter, adapters)
         source = resolve_model(model)
         self._shared = _load(

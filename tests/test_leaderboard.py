@@ -1,0 +1,327 @@
+"""``lumos-gym leaderboard``: ranking, the reported block, md/csv/html/png, validation, browser.
+
+Every results folder here is written by the real ``evaluate`` (the oracle agent, and the direct
+agent on a scripted model), so a change of the results format breaks these tests.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import re
+import shutil
+import subprocess
+import sys
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from conftest import ScriptedBackend
+
+from lumos_gym.cli import main
+from lumos_gym.evaluate import ModelOptions, evaluate
+from lumos_gym.leaderboard import (
+    LeaderboardError,
+    load_board,
+    render_csv,
+    render_html,
+    render_markdown,
+    render_png,
+    reported_numbers,
+    validate,
+    write_board,
+)
+from lumos_gym.results import read_results, summarize
+
+ENVS = ["GSM8K-v0", "SVAMP-v0"]
+LIMIT = 4
+
+
+def _script():
+    """A scripted model: right on a third of the questions, wrong on a third, failing on the
+    rest (agent errors: statuses vary), with a long wrong answer somewhere (a long text)."""
+    gold = {}
+    for env_id in ENVS:
+        env = gym.make(f"lumos/{env_id}")
+        gold.update({t.question: str(t.answer) for t in env.unwrapped.tasks})
+        env.close()
+    ordered = sorted(gold.items())
+
+    def answer(request):
+        prompt = request.prompt or json.dumps(request.messages)
+        # the task's question is in the last user turn (few-shot examples come before it)
+        last = prompt.rsplit("<|user|>", 1)[-1]
+        n = max((i for i, (q, _) in enumerate(ordered) if q in last),
+                key=lambda i: len(ordered[i][0]), default=0)  # fmt: skip
+        if n % 3 == 2:
+            raise RuntimeError("the model server went away")
+        return ordered[n][1] if n % 3 == 0 else "<b>wrong</b> " + "no idea, " * 100
+
+    return answer
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """results/oracle (one folder) and results/direct/<Env> (one folder per env, one run)."""
+    root = tmp_path_factory.mktemp("results")
+    evaluate("oracle", envs=ENVS, limit=LIMIT, out=root / "oracle", progress=False)
+    script = _script()
+    for env_id in ENVS:
+        evaluate("direct", envs=[env_id], limit=LIMIT, out=root / "direct" / env_id,
+                 backends={"policy": ScriptedBackend(script)}, progress=False,
+                 models=ModelOptions(batch_size=1))  # errors stay per episode  # fmt: skip
+    return root
+
+
+def _copy(runs, tmp_path, name):
+    shutil.copytree(runs / name, tmp_path / name)
+    return tmp_path / name
+
+
+def _records(*folders):
+    return [r for f in folders for r in read_results(f).records.values()]
+
+
+# ------------------------------------------------------------------------------- ranking
+def test_runs_are_grouped_ranked_and_match_the_summaries(runs, tmp_path):
+    board = load_board([runs])  # a folder of folders: grouped by configuration
+    assert [e.name for e in board.entries] == ["oracle", "direct"]
+    assert [e.rank for e in board.entries] == [1, 2]
+    assert board.envs == [f"lumos/{e}" for e in ENVS]
+    oracle, direct = board.entries
+    published = json.loads((runs / "oracle" / "summary.json").read_text())
+    assert oracle.score == published["score"] and oracle.score["mean"] == 1.0
+    cell = oracle.cells["lumos/GSM8K-v0"]
+    assert (cell.mean, cell.ci95) == (1.0, published["envs"]["lumos/GSM8K-v0"]["ci95"])
+    # the direct run spans two folders: its suite score is recomputed over both
+    whole = summarize(_records(*(runs / "direct" / e for e in ENVS)))
+    assert direct.score == whole["score"] and 0 < direct.score["mean"] < 1
+    assert direct.cells["lumos/SVAMP-v0"].ci95 == whole["envs"]["lumos/SVAMP-v0"]["ci95"]
+    assert direct.models == "policy: scripted" and direct.covered == 2
+    assert load_board([runs / "direct", runs / "oracle"]).entries[0].name == "oracle"
+    # the same configuration given twice is two runs (e.g. two versions), named apart
+    shutil.copytree(runs / "oracle", tmp_path / "again" / "oracle")
+    names = [e.name for e in load_board([runs / "oracle", tmp_path / "again"]).entries]
+    assert len(set(names)) == 2 and all(n.endswith("oracle") for n in names)
+    assert any(n.endswith("again/oracle") for n in names)
+
+
+def test_markdown_and_csv_tables(runs):
+    board = load_board([runs / "oracle", runs / "direct"])
+    md = render_markdown(board)
+    assert "| 1 | oracle | oracle | - | 1.000 [1.000, 1.000] | 2/2 |" in md
+    direct = board.entries[1]
+    cell = direct.cells["lumos/GSM8K-v0"]
+    assert f"{cell.mean:.3f} [{cell.ci95[0]:.3f}, {cell.ci95[1]:.3f}]" in md
+    measured, reported = md.split("## Reported (Lumos paper)")
+    assert measured.count("\n| ") == 3  # header and two ranked rows only
+    assert "| Lumos-I_Web | reported | 0.276 |" in reported and "≈0.380" in reported
+    rows = list(csv.DictReader(io.StringIO(render_csv(board))))
+    scores = [r for r in rows if r["env"] == "suite score"]
+    assert [(r["rank"], r["run"]) for r in scores] == [("1", "oracle"), ("2", "direct")]
+    gsm = next(r for r in rows if r["run"] == "direct" and r["env"] == "lumos/GSM8K-v0")
+    assert float(gsm["ci_low"]) == cell.ci95[0] and int(gsm["episodes"]) == LIMIT
+    web = next(r for r in rows if r["agent"] == "Lumos-I_Web" and r["env"] == "Mind2Web")
+    assert web["kind"] == "reported" and float(web["mean"]) == pytest.approx(0.276)
+
+
+def test_reported_numbers_are_data_with_a_source():
+    reported = reported_numbers()
+    assert "LUMOS_FORMAT" in reported.source and reported.scale == 100
+    names = {d["name"] for d in reported.datasets}
+    for row in reported.rows:
+        assert set(row["values"]) <= names, row["agent"]
+        assert set(row.get("approx", [])) <= set(row["values"])
+    lumos = {r["agent"]: r["values"] for r in reported.rows}
+    assert lumos["Lumos-O_Math"] == {"GSM8K": 50.5, "SVAMP": 65.5}
+    assert lumos["Lumos-I_All (unified)"] == {"WebShop": 39.8}
+
+
+def test_old_summaries_and_suite_columns(runs, tmp_path):
+    folder = _copy(runs, tmp_path, "oracle")
+    summary = json.loads((folder / "summary.json").read_text())
+    del summary["format"], summary["score"]  # the layout before intervals
+    for env in summary["envs"].values():
+        for key in ("ci95", "metrics", "primary_metric"):
+            env.pop(key, None)
+    (folder / "summary.json").write_text(json.dumps(summary))
+    entry = load_board([folder]).entries[0]
+    expected = summarize(_records(folder))
+    assert entry.cells["lumos/SVAMP-v0"].ci95 == expected["envs"]["lumos/SVAMP-v0"]["ci95"]
+    assert entry.score == expected["score"]
+    suite = tmp_path / "two.json"
+    suite.write_text(json.dumps({"name": "two", "envs": [{"env": "lumos/SVAMP-v0"},
+                                                         {"env": "lumos/MBPP-v0"}]}))  # fmt: skip
+    board = load_board([runs / "oracle"], suite=str(suite))
+    assert board.envs == ["lumos/SVAMP-v0", "lumos/MBPP-v0"]
+    assert set(board.entries[0].cells) == {"lumos/SVAMP-v0"}
+    assert board.entries[0].score["envs"] == 1
+    with pytest.raises(LeaderboardError, match="unknown suite"):
+        load_board([runs / "oracle"], suite="no-such-suite")
+
+
+def test_bad_files_are_named_and_the_valid_results_still_render(runs, tmp_path, capsys):
+    root = tmp_path / "results"
+    shutil.copytree(runs, root)
+    gsm = root / "direct" / "GSM8K-v0"
+    (gsm / "run.json").write_text((gsm / "run.json").read_text()[:50])  # truncated
+    svamp = root / "direct" / "SVAMP-v0"
+    (svamp / "summary.json").write_text("{corrupt")
+    lines = (svamp / "episodes.jsonl").read_text().splitlines(keepends=True)
+    (svamp / "episodes.jsonl").write_text("".join(lines[:-1]) + lines[-1][:40])
+    out = tmp_path / "board.md"
+    assert main(["leaderboard", str(root), "--out", str(out)]) == 0
+    err = capsys.readouterr().err
+    assert f"{gsm / 'run.json'}: not valid JSON" in err and f"{gsm} skipped" in err
+    assert f"{svamp / 'summary.json'}: not valid JSON" in err and "recomputed" in err
+    assert f"{svamp / 'episodes.jsonl'}:{len(lines)}: a truncated last line" in err
+    text = out.read_text()
+    assert "| 1 | oracle |" in text and "| 2 | direct |" in text
+    direct = load_board([root / "direct"]).entries[0]
+    assert set(direct.cells) == {"lumos/SVAMP-v0"}
+    assert direct.cells["lumos/SVAMP-v0"].episodes == LIMIT - 1
+    (root / "oracle" / "run.json").unlink()
+    shutil.rmtree(root / "direct")
+    assert main(["leaderboard", str(root)]) == 2
+    assert "no results could be read" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------------------------- html
+def test_html_pages_escape_link_and_truncate(runs, tmp_path):
+    root = tmp_path / "results"
+    shutil.copytree(runs / "direct", root / "<b>direct&co")
+    board = load_board([root, runs / "oracle"])
+    record = board.entries[1].records["lumos/GSM8K-v0"][0]
+    record["images"] = ["data:image/png;base64,iVBORw0KGgo=", "javascript:alert(1)"]
+    written = render_html(board, tmp_path / "site" / "board.html")
+    page = written[0].read_text()
+    assert "<b>direct" not in page and "&lt;b&gt;direct&amp;co" in page
+    assert not re.search(r"https?://|<link|src=", page)  # self-contained: nothing to fetch
+    links = re.findall(r'href="([^"]+)"', page)
+    assert len(links) == 4 and all(link.startswith("board-trajectories/") for link in links)
+    assert all((written[0].parent / link).is_file()
+               for link in links)  # fmt: skip
+    viewer = next(p for p in written if p.parent.name == "b_direct_co" and "GSM8K" in p.name)
+    html_text = viewer.read_text()
+    assert "<b>wrong</b>" not in html_text and "&lt;b&gt;wrong&lt;/b&gt;" in html_text
+    assert "show more" in html_text
+    assert html_text.count('<section class="episode"') == LIMIT
+    assert 'data-status="agent-error"' in html_text and 'data-status="completed"' in html_text
+    assert html_text.count("<img") == 1 and "javascript:" not in html_text
+    assert 'href="../../board.html"' in html_text
+    assert write_board(board, "md", None).startswith("# lumos-gym leaderboard")
+    with pytest.raises(LeaderboardError, match="needs --out"):
+        write_board(board, "html", None)
+
+
+def test_png_chart(runs, tmp_path, monkeypatch):
+    board = load_board([runs])
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # as if the extra were missing
+    with pytest.raises(LeaderboardError, match=r"lumos-gym\[leaderboard\]"):
+        render_png(board, tmp_path / "x.png")
+    monkeypatch.undo()
+    pytest.importorskip("matplotlib")
+    from PIL import Image
+
+    assert main(["leaderboard", str(runs), "--format", "png", "--out", f"{tmp_path}/"]) == 0
+    image = Image.open(tmp_path / "leaderboard.png").convert("RGB")
+    colours = np.unique(np.asarray(image).reshape(-1, 3), axis=0)
+    assert image.size[0] >= 600 and len(colours) > 20
+
+
+# ------------------------------------------------------------------------------ validate
+def test_validate_accepts_a_run_and_names_each_problem(runs, tmp_path, capsys):
+    suite = tmp_path / "tiny.json"
+    tasks = ["gsm8k/sample/0", "gsm8k/sample/1"]
+    suite.write_text(json.dumps({"name": "tiny", "envs": [{"env": "lumos/GSM8K-v0",
+                                                           "task_ids": tasks}]}))  # fmt: skip
+    good = tmp_path / "good"
+    evaluate("oracle", suite=str(suite), out=good, progress=False)
+    assert main(["leaderboard", "--validate", "--suite", str(suite), str(good)]) == 0
+    assert "1 results folder(s) valid" in capsys.readouterr().out
+    assert validate([runs])[1] == []  # every folder evaluate wrote is valid
+    summary = json.loads((good / "summary.json").read_text())
+    summary["envs"]["lumos/GSM8K-v0"]["mean"] = 0.5
+    (good / "summary.json").write_text(json.dumps(summary))
+    assert validate([good])[1] == [
+        f"{good / 'summary.json'}: does not match its episodes: "
+        "envs.lumos/GSM8K-v0.mean (0.5 in summary, 1.0 recomputed)"
+    ]
+
+    bad = _copy(runs, tmp_path, "oracle")
+    lines = (bad / "episodes.jsonl").read_text().splitlines(keepends=True)
+    (bad / "episodes.jsonl").write_text("".join(lines[1:]) + lines[1])  # one lost, one twice
+    run = json.loads((bad / "run.json").read_text())
+    run["lumos_gym"] = "99.0.0"
+    del run["hardware"]
+    (bad / "run.json").write_text(json.dumps(run))
+    assert main(["leaderboard", "--validate", "--suite", str(suite), str(bad)]) == 2
+    out = capsys.readouterr().out.splitlines()
+    expected = ["a second record", "1 planned episode(s) missing", "made by lumos-gym 99.0.0",
+                "provenance field(s) missing: hardware", "does not match its episodes",
+                "not a run of a suite",
+                "provenance's lumos_gym differs"]  # fmt: skip
+    for text in expected:
+        assert sum(text in line for line in out) == 1, (text, out)
+    assert all(line.startswith(str(bad)) for line in out)
+
+    shard = tmp_path / "shard"
+    evaluate("oracle", envs=ENVS, limit=LIMIT, shard="1/2", out=shard, progress=False)
+    (shard / "summary.json").write_text('{"format": 2, "en')
+    checked, problems = validate([shard, tmp_path / "nowhere"])
+    assert checked == 1
+    assert any("shard 1/2 of a run" in p for p in problems)
+    assert any("summary.json: not valid JSON" in p for p in problems)
+    assert any("nowhere: no such results folder" in p for p in problems)
+
+
+# ------------------------------------------------------------------------------- browser
+def _chromium():
+    for name in ("chromium", "chromium-browser"):
+        path = shutil.which(name)
+        if path:
+            return path
+    pytest.skip("chromium is not installed (Debian: apt-get install -y chromium; make test "
+                "installs it when run as root)")  # fmt: skip
+
+
+def _browse(tmp_path, url, *flags):
+    command = [_chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+               f"--user-data-dir={tmp_path / 'profile'}", *flags, url]  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout
+
+
+def test_html_page_in_headless_chromium(runs, tmp_path):
+    from PIL import Image
+
+    chromium = _chromium()
+    assert chromium
+    page = render_html(load_board([runs]), tmp_path / "site" / "index.html")[0]
+    shot = tmp_path / "shot.png"
+    _browse(tmp_path, page.as_uri(), f"--screenshot={shot}", "--window-size=1200,800")
+    image = Image.open(shot).convert("RGB")
+    assert image.size == (1200, 800)
+    pixels = np.asarray(image).reshape(-1, 3).astype(int)
+    header = (pixels == (31, 59, 91)).all(axis=1).mean()  # the headers' colour: CSS applied
+    ink = (pixels.sum(axis=1) < 200).mean()  # dark text
+    assert header > 0.01 and ink > 0.005
+
+    # the script ran, sorted by a header (suite score, ascending) and filtered the rows
+    dom = _browse(tmp_path, page.as_uri() + "#sort=4&dir=asc", "--dump-dom")
+    assert 'data-ready="1"' in dom and 'data-sorted-by="4:asc"' in dom
+    assert re.findall(r'data-run="([^"]+)"', dom) == ["direct", "oracle"]
+    assert re.search(r'<th data-type="num" aria-sort="ascending">suite score', dom)
+    dom = _browse(tmp_path, page.as_uri() + "#q=oracle", "--dump-dom")
+    assert re.search(r'data-run="direct" hidden', dom)
+    assert re.search(r'id="shown">1 of \d+ rows', dom)
+    assert not re.search(r'data-run="oracle" hidden', dom)
+
+    viewer = page.parent / "index-trajectories" / "direct" / "GSM8K-v0.html"
+    dom = _browse(tmp_path, viewer.as_uri() + "#status=agent-error", "--dump-dom")
+    sections = re.findall(r'<section class="episode" data-status="([^"]+)"( hidden="")?', dom)
+    assert len(sections) == LIMIT and 'data-ready="1"' in dom
+    assert {s for s, hidden in sections if not hidden} == {"agent-error"}
+    assert any(hidden for _, hidden in sections)
