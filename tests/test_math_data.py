@@ -718,3 +718,10 @@ def test_json_lines_keep_line_separator_characters_inside_strings(tmp_path):
     path.write_text(json.dumps(row, ensure_ascii=False) + "\r\n", encoding="utf-8")
     [task] = load_gsm8k(path, "train")
     assert "\u2028and 3 more\u0085pens" in task.question and task.answer == "5"
+
+
+def test_a_huge_numeric_answer_is_wrong_not_an_overflow():
+    """A model may write a 900-digit number: it is compared exactly, never through float."""
+    assert not answers_match("9" * 900, "12")
+    assert answers_match("9" * 900, "9" * 900)
+    assert answers_match("12.0000001", "12") and not answers_match("12.01", "12")

@@ -84,12 +84,18 @@ def test_shipped_reference_adapters_are_small_and_name_their_base():
     if not models:
         pytest.skip("no reference adapters in this checkout")
     assert (ref.path / "CARD.md").is_file()
-    for folder in models.values():
-        config = json.loads((ref.path / folder / "adapter_config.json").read_text())
+    from lumos_gym.tools.qa import QA_REFERENCE_ADAPTER, default_qa_model
+
+    folders = [ref.path / folder for folder in models.values()]
+    if (QA_REFERENCE_ADAPTER / "adapter_config.json").is_file():  # the QA tool's, when shipped
+        folders.append(QA_REFERENCE_ADAPTER)
+        assert default_qa_model() == f"hf:{QA_REFERENCE_ADAPTER}"
+    for folder in folders:
+        config = json.loads((folder / "adapter_config.json").read_text())
         assert config["base_model_name_or_path"] == ref.base_model
-        weights = ref.path / folder / "adapter_model.safetensors"
+        weights = folder / "adapter_model.safetensors"
         assert weights.stat().st_size <= 6 * 1024 * 1024
-        report = json.loads((ref.path / folder / "lumos_training.json").read_text())
+        report = json.loads((folder / "lumos_training.json").read_text())
         assert not any(Path(v).is_absolute() for v in _strings(report))
 
 
