@@ -621,13 +621,46 @@ class EvaluationResult:
     resumed: int = 0
 
 
+def portable_paths(value: Any) -> Any:
+    """``value`` (JSON-like) with this machine's paths written so that they travel.
+
+    A path inside the installed package becomes ``<lumos_gym>/...`` (the shipped reference
+    adapters), one inside the cache ``<cache>/...`` (the converted default model), one inside
+    the home folder ``~/...``; other strings are kept. Results folders then carry no machine
+    path of these kinds, and a run resumes from another checkout of the same code.
+    """
+    import os
+
+    import lumos_gym
+    from lumos_gym.data import cache_root
+
+    roots = [(str(Path(lumos_gym.__file__).resolve().parent), "<lumos_gym>"),
+             (str(cache_root().resolve()), "<cache>"),
+             (str(Path("~").expanduser().resolve()), "~")]  # fmt: skip
+
+    def convert(item: Any) -> Any:
+        if isinstance(item, dict):  # keys too: adapter checksums are keyed by folder
+            return {convert(k): convert(v) for k, v in item.items()}
+        if isinstance(item, list):
+            return [convert(v) for v in item]
+        if isinstance(item, str) and item.startswith(os.sep):
+            for root, name in roots:
+                if item == root or item.startswith(root + os.sep):
+                    return name + item[len(root):]
+        return item
+
+    return convert(value)
+
+
 def fingerprint(agent: Agent, backends: Mapping[str, Backend]) -> dict[str, Any]:
     """Return what must match for a run to resume another: the agent and each role's model."""
     models = {}
     for role, backend in sorted(backends.items()):
         info = backend.info()
         models[role] = [info.backend, info.model_id, info.details.get("adapter")]
-    return json.loads(json.dumps({"agent": agent.describe(), "models": models}, default=str))
+    return portable_paths(
+        json.loads(json.dumps({"agent": agent.describe(), "models": models}, default=str))
+    )
 
 
 def check_resumable(
@@ -739,7 +772,7 @@ def provenance(
     described = agent.describe()
     config = dict(described.get("config") or {})
     backend_info = {role: vars(b.info()) for role, b in sorted(backends.items())}
-    return json.loads(json.dumps({
+    return portable_paths(json.loads(json.dumps({
         "lumos_gym": __version__,
         "git": _git(),
         "argv": list(argv) if argv is not None else None,
@@ -755,7 +788,7 @@ def provenance(
         "platform": platform.platform(),
         "versions": versions,
         "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-    }, default=str))  # fmt: skip
+    }, default=str)))  # fmt: skip
 
 
 def evaluate(

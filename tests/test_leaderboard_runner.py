@@ -355,3 +355,27 @@ def _suites_dir():
     from importlib import resources
 
     return str(resources.files("lumos_gym").joinpath("suites")) + "/"
+
+
+def test_provenance_paths_travel(tmp_path, monkeypatch):
+    """Package, cache and home paths are written relative to their roots; others are kept."""
+    from pathlib import Path
+
+    import lumos_gym
+    from lumos_gym.evaluate import portable_paths
+
+    monkeypatch.setenv("LUMOS_GYM_CACHE", str(tmp_path / "cache"))
+    package = Path(lumos_gym.__file__).resolve().parent
+    value = {
+        "adapter": str(package / "agents" / "reference" / "x" / "planner"),
+        "model": [str(tmp_path / "cache" / "models" / "smollm2-135m")],
+        "home": str(Path("~").expanduser().resolve() / "runs" / "p"),
+        "other": "/opt/elsewhere", "text": "not a path", "n": 3,
+        str(package / "tools"): "key",
+    }
+    assert portable_paths(value) == {
+        "adapter": "<lumos_gym>/agents/reference/x/planner",
+        "model": ["<cache>/models/smollm2-135m"],
+        "home": "~/runs/p", "other": "/opt/elsewhere", "text": "not a path", "n": 3,
+        "<lumos_gym>/tools": "key",
+    }
