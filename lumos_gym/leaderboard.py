@@ -27,7 +27,6 @@ import csv
 import html
 import io
 import json
-import math
 import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -43,8 +42,10 @@ from lumos_gym.results import (
     SUMMARY_FORMAT,
     ResultsError,
     comparable,
+    differences,
     keys_sha256,
     read_results,
+    suite_mean_se,
     summarize,
 )
 
@@ -282,16 +283,6 @@ def _cell(env_id: str, stats: Mapping[str, Any]) -> Cell:
     )  # fmt: skip
 
 
-def _score_from_cells(cells: Sequence[Cell]) -> dict[str, Any]:
-    """The suite score of cells without episodes: its mean and SE, no interval."""
-    if not cells:
-        return {"rule": SCORE_RULE, "envs": 0, "mean": 0.0, "se": 0.0, "ci95": None}
-    k = len(cells)
-    se = math.sqrt(sum((c.se or 0.0) ** 2 for c in cells)) / k
-    return {"rule": SCORE_RULE, "envs": k, "mean": sum(c.mean for c in cells) / k, "se": se,
-            "ci95": None}  # fmt: skip
-
-
 def build_entry(name: str, dirs: Sequence[ResultsDir], envs: Iterable[str] | None = None) -> Entry:
     """Build one run's row from its folders (restricted to ``envs`` when given).
 
@@ -334,7 +325,7 @@ def build_entry(name: str, dirs: Sequence[ResultsDir], envs: Iterable[str] | Non
     elif recomputed and set(recomputed["envs"]) == set(cells):
         score = recomputed["score"]
     else:
-        score = _score_from_cells(list(cells.values()))
+        score = suite_mean_se([{"mean": c.mean, "se": c.se} for c in cells.values()])
     grouped: dict[str, list[dict[str, Any]]] = {}
     for record in sorted(records, key=lambda r: r["key"]):
         grouped.setdefault(record["env_id"], []).append(record)
@@ -999,28 +990,6 @@ def _major(version: object) -> str:
     return str(version).split(".", 1)[0]
 
 
-def _compare(a: Any, b: Any, prefix: str = "") -> list[str]:
-    """Paths where two JSON values differ (floats compared to 1e-9 relative)."""
-    if isinstance(a, Mapping) and isinstance(b, Mapping):
-        out = []
-        for key in sorted(set(a) | set(b), key=str):
-            if key not in a or key not in b:
-                out.append(f"{prefix}{key} ({'missing in summary' if key not in a else 'extra'})")
-                continue
-            out += _compare(a[key], b[key], f"{prefix}{key}.")
-        return out
-    if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
-        return [d for n, (x, y) in enumerate(zip(a, b, strict=True))
-                for d in _compare(x, y, f"{prefix}{n}.")]  # fmt: skip
-    numbers = (int, float)
-    if isinstance(a, numbers) and isinstance(b, numbers) and not isinstance(a, bool):
-        if math.isclose(float(a), float(b), rel_tol=1e-9, abs_tol=1e-12):
-            return []
-    elif a == b:
-        return []
-    return [f"{prefix.rstrip('.')} ({a!r} in summary, {b!r} recomputed)"]
-
-
 def validate_dir(path: str | Path, *, suite: str | None = None) -> list[str]:
     """Check one submitted results folder; return its problems (empty: valid).
 
@@ -1064,7 +1033,8 @@ def validate_dir(path: str | Path, *, suite: str | None = None) -> list[str]:
                             f"{SUMMARY_FORMAT} (made by an older lumos-gym)")  # fmt: skip
         elif records is not None:
             published = {k: v for k, v in comparable(summary).items() if k != "missing_episodes"}
-            diffs = _compare(published, comparable(summarize(records)))
+            diffs = differences(published, comparable(summarize(records)),
+                                names=("in summary", "recomputed"), rel_tol=1e-9)
             if diffs:
                 more = f"; {len(diffs) - 4} more" if len(diffs) > 4 else ""
                 shown = "; ".join(diffs[:4]) + more

@@ -231,13 +231,24 @@ def _suite_score(by_env: Mapping[str, Sequence[Mapping[str, Any]]], envs: Mappin
     for records in by_env.values():  # sorted by env id
         values = np.asarray([float(r.get("reward", 0.0)) for r in records], dtype=float)
         total += _resampled_means(values, rng, BOOTSTRAP_RESAMPLES)
-    k = len(by_env)
+    return {**suite_mean_se([envs[e] for e in by_env]), "ci95": _interval(total / len(by_env))}
+
+
+def suite_mean_se(envs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The suite score of env summaries (their ``mean`` and ``se``), without an interval.
+
+    The rule (:data:`SCORE_RULE`): the unweighted mean of the envs' means; its standard
+    error is ``sqrt(sum se_env^2) / envs`` (a missing SE counts as 0).
+    """
+    if not envs:
+        return {"rule": SCORE_RULE, "envs": 0, "mean": 0.0, "se": 0.0, "ci95": None}
+    k = len(envs)
     return {
         "rule": SCORE_RULE,
         "envs": k,
-        "mean": sum(envs[e]["mean"] for e in by_env) / k,
-        "se": math.sqrt(sum(envs[e]["se"] ** 2 for e in by_env)) / k,
-        "ci95": _interval(total / k),
+        "mean": sum(float(e["mean"]) for e in envs) / k,
+        "se": math.sqrt(sum(float(e.get("se") or 0.0) ** 2 for e in envs)) / k,
+        "ci95": None,
     }
 
 
@@ -450,20 +461,42 @@ def _listing(keys: Sequence[str], limit: int = 5) -> str:
     return shown + (f" and {len(keys) - limit} more" if len(keys) > limit else "")
 
 
-def _differences(a: Any, b: Any, prefix: str = "") -> list[str]:
+def differences(
+    a: Any, b: Any, *, names: tuple[str, str] = ("in the first", "in the second"),
+    rel_tol: float = 0.0, prefix: str = "",
+) -> list[str]:
+    """The dotted paths where two JSON values differ, each with both values.
+
+    Numbers compare within ``rel_tol`` (relative); a key present on one side only is named as
+    missing on the other.
+    """
     if isinstance(a, Mapping) and isinstance(b, Mapping):
         out = []
-        for k in sorted(set(a) | set(b), key=str):
-            out += _differences(a.get(k), b.get(k), f"{prefix}{k}.")
+        for key in sorted(set(a) | set(b), key=str):
+            if key not in a or key not in b:
+                out.append(f"{prefix}{key} (missing {names[0 if key not in a else 1]})")
+                continue
+            out += differences(a[key], b[key], names=names, rel_tol=rel_tol,
+                               prefix=f"{prefix}{key}.")  # fmt: skip
         return out
-    return [] if a == b else [f"{prefix.rstrip('.')}: {a!r} vs {b!r}"]
+    if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+        return [d for n, (x, y) in enumerate(zip(a, b, strict=True))
+                for d in differences(x, y, names=names, rel_tol=rel_tol,
+                                     prefix=f"{prefix}{n}.")]  # fmt: skip
+    numbers = (int, float)
+    if isinstance(a, numbers) and isinstance(b, numbers) and not isinstance(a, bool):
+        if math.isclose(float(a), float(b), rel_tol=rel_tol, abs_tol=1e-12 if rel_tol else 0.0):
+            return []
+    elif a == b:
+        return []
+    return [f"{prefix.rstrip('.')} ({a!r} {names[0]}, {b!r} {names[1]})"]
 
 
 def _check_same(folders: Sequence[ResultsFolder], what: str, get) -> None:
     first = folders[0]
     for other in folders[1:]:
         if get(other) != get(first):
-            diff = "; ".join(_differences(get(first), get(other))[:4]) or "differs"
+            diff = "; ".join(differences(get(first), get(other))[:4]) or "differs"
             raise ResultsError(
                 f"{first.path} and {other.path} are results of different {what} ({diff}); "
                 "merge only shards of one run"
