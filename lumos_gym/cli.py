@@ -156,7 +156,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     result = evaluate(
         args.agent, envs=args.env, suite=args.suite, limit=args.limit,
         env_kwargs=_parse_kwargs(args.kwarg), models=models, agent_config=config,
-        seed=args.seed, shard=args.shard, out=args.out, wall_timeout=args.wall_timeout,
+        seed=args.seed, shard=args.shard, out=args.out, resume=args.resume, ray=args.ray,
+        workers=args.workers, worker_gpus=args.worker_gpus, wall_timeout=args.wall_timeout,
         keep_prompts=args.keep_prompts, progress=not args.no_progress,
         argv=sys.argv[1:],
     )  # fmt: skip
@@ -456,6 +457,16 @@ def build_parser() -> argparse.ArgumentParser:
                    "shards' --out folders with lumos-gym merge")
     p.add_argument("--wall-timeout", type=float, default=None, help="seconds per episode")
     p.add_argument("--out", default=None, help="results folder (default: results/AGENT)")
+    p.add_argument("--resume", action="store_true",
+                   help="continue the run in --out (a killed one): only the episodes not "
+                   "written yet are run; without it a folder holding episodes is refused")
+    p.add_argument("--ray", nargs="?", const="local", default=None, metavar="ADDRESS",
+                   help="run the episodes on Ray actors: this machine's Ray with no ADDRESS, "
+                   "else a cluster (auto, ray://HOST:10001); needs lumos-gym[ray]")
+    p.add_argument("--workers", type=int, default=None,
+                   help="Ray actors (default: one per cluster CPU, or per --worker-gpus)")
+    p.add_argument("--worker-gpus", type=float, default=0.0,
+                   help="GPUs per Ray actor (each hf/vllm actor loads its own model copy)")
     p.add_argument("--keep-prompts", action="store_true", help="store prompts in the records")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_evaluate)

@@ -597,17 +597,21 @@ class ResultsFile:
                             f"{path}:{n} is not an episode record ({e}); move the file away "
                             "or pass another --out (lumos-gym merge skips such lines)"
                         ) from None
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self._file = open(path, "a", encoding="utf-8")  # noqa: SIM115 (closed in close())
+        self._file: Any = None  # opened by the first append
 
     def append(self, record: Mapping[str, Any]) -> None:
         """Write one record durably."""
+        if self._file is None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._file = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 (close())
         append_jsonl(self._file, record)
         self.done[record["key"]] = dict(record)
 
     def close(self) -> None:
         """Close the file."""
-        self._file.close()
+        if self._file is not None:
+            self._file.close()
+            self._file = None
 
 
 # ------------------------------------------------------------------------------ the run
@@ -804,6 +808,10 @@ def evaluate(
     seed: int | None = None,
     shard: tuple[int, int] | str | None = None,
     out: str | Path | None = None,
+    resume: bool = False,
+    ray: str | bool | None = None,
+    workers: int | None = None,
+    worker_gpus: float = 0.0,
     max_invalid_actions: int = 5,
     wall_timeout: float | None = None,
     keep_prompts: bool = False,
@@ -821,13 +829,22 @@ def evaluate(
         limit: the most tasks per env (overrides the suite's).
         env_kwargs: constructor arguments for every env.
         models: how to build the backends (ignored when ``backends`` is given).
-        backends: ready backends per role (they are not closed here).
+        backends: ready backends per role (they are not closed here; with ``ray`` they must
+            pickle).
         agent_config: the agent's settings (when ``agent`` is a name).
         seed: the seed of every episode (default: the suite's seeds, else 0).
         shard: ``(i, n)`` or ``"i/n"``: run only shard i of n (:func:`~lumos_gym.results.
             shard_keys`: round-robin over the sorted episode keys); merge the shards'
             folders with :func:`~lumos_gym.results.merge_results`.
-        out: the results folder; episodes already in its ``episodes.jsonl`` are not run again.
+        out: the results folder (default ``results/AGENT``).
+        resume: continue the run whose episodes ``out`` already holds (only the episodes not
+            there are run; the configuration must match). Without it, a folder holding
+            episodes is refused.
+        ray: run the episodes on Ray actors (:mod:`lumos_gym.distributed`): ``True`` or
+            ``"local"`` for this machine's Ray, else a cluster address (``auto``,
+            ``ray://host:10001``).
+        workers: Ray actors (default: one per CPU of the cluster, or per ``worker_gpus``).
+        worker_gpus: GPUs reserved per Ray actor.
         max_invalid_actions: end an episode after this many invalid actions in a row.
         wall_timeout: seconds an episode may take.
         keep_prompts: store every prompt in the episode records.
@@ -849,23 +866,42 @@ def evaluate(
     kinds = {p.entry.env_id: (p.provenance["task_type"], p.provenance["primary_metric"])
              for p in plans}  # fmt: skip
     out_dir = Path(out) if out is not None else Path("results") / agent.name
-    own = backends is None
-    built = BackendSet()
-    if backends is not None:
-        built.update(backends)
-    elif agent.roles:
-        built = build_backends(agent.roles, with_reference(agent.name, models or ModelOptions()))
-    try:
-        check_resumable(out_dir, fingerprint(agent, built), shard)
-        results = ResultsFile(out_dir / "episodes.jsonl")
-    except BaseException:
-        if own:
-            built.close()
-        raise
+    results = ResultsFile(out_dir / "episodes.jsonl")
+    if results.done and not resume:
+        raise EvaluationError(
+            f"{out_dir} already holds {len(results.done)} "
+            f"episode{'s' if len(results.done) != 1 else ''}; pass --resume to continue "
+            "that run (only the episodes not there are run), or another --out"
+        )
     todo = [by_key[k] for k in selected if k not in results.done]
     resumed = len(selected) - len(todo)
+    runner_settings = {
+        "max_in_flight": models.batch_size if models else 8,
+        "max_invalid_actions": max_invalid_actions, "wall_timeout": wall_timeout,
+        "keep_prompts": keep_prompts,
+    }  # fmt: skip
+    own = backends is None
+    built = BackendSet()
+    pool = None
     try:
-        run = provenance(agent, built, argv)
+        if ray not in (None, False):
+            from lumos_gym.distributed import RayPool
+
+            pool = RayPool(
+                agent, models=models or ModelOptions(), backends=backends,
+                runner=runner_settings, address=None if ray is True else str(ray),
+                workers=workers, worker_gpus=worker_gpus, max_workers=max(1, len(todo)),
+            )  # fmt: skip
+            described = pool.describe(argv)
+            expected, run = described["fingerprint"], described["provenance"]
+        else:
+            if backends is not None:
+                built.update(backends)
+            elif agent.roles:
+                options = with_reference(agent.name, models or ModelOptions())
+                built = build_backends(agent.roles, options)
+            expected, run = fingerprint(agent, built), provenance(agent, built, argv)
+        check_resumable(out_dir, expected, shard)
         run["suite"] = (
             {"name": chosen.name, "file": chosen.path, "sha256": chosen.sha256} if chosen else None
         )
@@ -874,7 +910,8 @@ def evaluate(
             "episodes": len(by_key), "keys_sha256": keys_sha256(by_key),
             "shard": list(shard) if shard else None, "keys": selected,
         }  # fmt: skip
-        run["fingerprint"] = fingerprint(agent, built)
+        run["fingerprint"] = expected
+        out_dir.mkdir(parents=True, exist_ok=True)
         write_json_atomic(out_dir / "run.json", run)
         if resumed:
             print(f"resuming: {resumed} of {len(selected)} episodes already in {results.path}")
@@ -885,14 +922,17 @@ def evaluate(
             results.append({"key": key, **record.to_dict(), "task_type": task_type,
                             "primary_metric": primary})  # fmt: skip
 
-        runner = Runner(
-            agent, built, max_in_flight=(models.batch_size if models else 8),
-            max_invalid_actions=max_invalid_actions, wall_timeout=wall_timeout,
-            keep_prompts=keep_prompts,
-        )  # fmt: skip
-        runner.run(todo, on_record=on_record, progress=progress)
+        if pool is not None:
+            pool.run(todo, chunk=runner_settings["max_in_flight"], on_record=on_record,
+                     progress=progress)  # fmt: skip
+        else:
+            Runner(agent, built, **runner_settings).run(
+                todo, on_record=on_record, progress=progress
+            )
     finally:
         results.close()
+        if pool is not None:
+            pool.close()
         if own:
             built.close()
     records = [results.done[k] for k in selected if k in results.done]

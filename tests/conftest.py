@@ -7,6 +7,7 @@ model. Tests of the real backends live in test_backend_hf.py and test_backend_op
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import threading
 from collections.abc import Callable, Sequence
@@ -137,6 +138,41 @@ def save_tiny_model(folder, max_positions: int = MAX_POSITIONS):
     build_model(tokenizer, max_positions).save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return folder
+
+
+@contextlib.contextmanager
+def served(model_folder, name: str = "tiny"):
+    """`lumos-gym serve MODEL` in its own process; yields its base URL once it is healthy."""
+    import subprocess
+    import sys
+    import time
+
+    import httpx
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = subprocess.Popen(
+        [sys.executable, "-m", "lumos_gym.cli", "serve", "--model", str(model_folder),
+         "--served-model-name", name, "--port", str(port), "--device", "cpu"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert server.poll() is None, server.stderr.read().decode()
+            assert time.monotonic() < deadline, "the server did not start in 60 s"
+            time.sleep(0.2)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+        server.stderr.close()
 
 
 @pytest.fixture

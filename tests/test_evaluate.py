@@ -52,7 +52,11 @@ def test_a_killed_run_resumes_without_losing_or_repeating(tmp_path):
     lines = path.read_text().splitlines(keepends=True)
     path.write_text("".join(lines[:2]) + lines[2][: len(lines[2]) // 2])  # killed mid-write
     calls.clear()
-    result = evaluate("direct", envs=["GSM8K-v0"], limit=4, out=tmp_path,
+    with pytest.raises(EvaluationError, match="already holds 2 episodes; pass --resume"):
+        evaluate("direct", envs=["GSM8K-v0"], limit=4, out=tmp_path,
+                 backends={"policy": backend}, progress=False)  # fmt: skip
+    assert not calls
+    result = evaluate("direct", envs=["GSM8K-v0"], limit=4, out=tmp_path, resume=True,
                       backends={"policy": backend}, progress=False)  # fmt: skip
     assert len(calls) == 2 and result.resumed == 2
     records = [json.loads(line) for line in path.read_text().splitlines()]
@@ -191,45 +195,18 @@ def test_planner_and_grounder_adapters_on_one_base(tiny_model, tmp_path):
 
 def test_evaluate_over_http_against_lumos_gym_serve(tiny_model, tmp_path):
     """`lumos-gym serve` in its own process, `evaluate --backend openai` against it."""
-    import socket
-    import subprocess
-    import sys
-    import time
+    from conftest import served
 
-    import httpx
-
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    server = subprocess.Popen(
-        [sys.executable, "-m", "lumos_gym.cli", "serve", "--model", str(tiny_model),
-         "--served-model-name", "tiny", "--port", str(port), "--device", "cpu"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-    )  # fmt: skip
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert server.poll() is None, server.stderr.read().decode()
-            assert time.monotonic() < deadline, "the server did not start in 60 s"
-            time.sleep(0.2)
-        code = main(["evaluate", "--backend", "openai", "--base-url", f"http://127.0.0.1:{port}",
-                     "--model", "tiny", "--agent", "lumos-o", "--env", "GSM8K-v0", "--limit", "3",
+    with served(tiny_model) as url:
+        code = main(["evaluate", "--backend", "openai", "--base-url", url, "--model", "tiny",
+                     "--agent", "lumos-o", "--env", "GSM8K-v0", "--limit", "3",
                      "--max-new-tokens", "8", "--out", str(tmp_path), "--no-progress"])  # fmt: skip
         assert code == 0
         records = [json.loads(line) for line in (tmp_path / "episodes.jsonl").open()]
         assert len(records) == 3 and all(r["status"] == "completed" for r in records)
         assert all(r["output_tokens"] > 0 for r in records)
-        assert main(["evaluate", "--backend", "openai", "--base-url",
-                     f"http://127.0.0.1:{port}", "--model", "tini", "--limit", "1",
-                     "--out", str(tmp_path / "wrong"), "--no-progress"]) == 2  # fmt: skip
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
+        assert main(["evaluate", "--backend", "openai", "--base-url", url, "--model", "tini",
+                     "--limit", "1", "--out", str(tmp_path / "wrong"), "--no-progress"]) == 2
 
 
 def test_resume_refuses_results_of_another_configuration(tmp_path):
@@ -238,7 +215,7 @@ def test_resume_refuses_results_of_another_configuration(tmp_path):
              progress=False)  # fmt: skip
     with pytest.raises(EvaluationError, match="another configuration"):
         evaluate("cot", envs=["GSM8K-v0"], limit=1, out=tmp_path, backends={"policy": backend},
-                 progress=False)  # fmt: skip
-    again = evaluate("direct", envs=["GSM8K-v0"], limit=2, out=tmp_path,
+                 resume=True, progress=False)  # fmt: skip
+    again = evaluate("direct", envs=["GSM8K-v0"], limit=2, out=tmp_path, resume=True,
                      backends={"policy": backend}, progress=False)  # fmt: skip
     assert again.resumed == 1 and again.summary["overall"]["episodes"] == 2

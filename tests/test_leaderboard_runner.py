@@ -62,7 +62,7 @@ def half_right():
 
 
 def _run(out, script, **kwargs):
-    options = {"envs": ENVS, "limit": 5, "progress": False, **kwargs}
+    options = {"envs": ENVS, "limit": 5, "progress": False, "resume": True, **kwargs}
     return evaluate("direct", out=out, backends={"policy": ScriptedBackend(script)}, **options)
 
 
@@ -224,6 +224,56 @@ def test_a_killed_run_resumed_gives_the_same_episodes_none_twice(tmp_path, half_
     assert result.resumed == 5 and len(calls) == 5
     keys = [json.loads(line)["key"] for line in path.read_text().splitlines()]
     assert len(keys) == len(set(keys)) == 10
+    assert comparable(_summary(tmp_path / "killed")) == comparable(_summary(tmp_path / "whole"))
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory):
+    pytest.importorskip("torch")
+    from conftest import save_tiny_model
+
+    return save_tiny_model(tmp_path_factory.mktemp("tiny"), max_positions=2048)
+
+
+def test_a_run_killed_by_sigkill_resumes_to_the_uninterrupted_episodes(tmp_path, tiny_model):
+    """A real `lumos-gym evaluate` process, SIGKILLed after a few episodes, then --resume."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    args = ["evaluate", "--agent", "lumos-i", "--model", str(tiny_model), "--env", "MathWord-v0",
+            "--limit", "16", "--batch-size", "1", "--max-new-tokens", "12", "--max-rounds", "2",
+            "--device", "cpu", "--no-progress"]  # fmt: skip
+    assert main([*args, "--out", str(tmp_path / "whole")]) == 0
+    path = tmp_path / "killed" / "episodes.jsonl"
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    process = subprocess.Popen([sys.executable, "-m", "lumos_gym.cli", *args, "--out",
+                                str(tmp_path / "killed")], env=env,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # fmt: skip
+    try:
+        deadline = time.monotonic() + 120
+        while not path.exists() or path.read_bytes().count(b"\n") < 3:
+            assert process.poll() is None, process.stderr.read().decode()[-2000:]
+            assert time.monotonic() < deadline, "no episode written in 120 s"
+            time.sleep(0.01)
+        os.kill(process.pid, signal.SIGKILL)
+    finally:
+        process.wait(timeout=30)
+        process.stderr.close()
+    assert process.returncode == -signal.SIGKILL
+    written = path.read_bytes().count(b"\n")
+    assert 3 <= written < 16, f"the kill came too late ({written} of 16 episodes written)"
+    assert main([*args, "--out", str(tmp_path / "killed"), "--resume"]) == 0
+
+    def episodes(folder):
+        rows = [json.loads(line) for line in (folder / "episodes.jsonl").open()]
+        assert len(rows) == len({r["key"] for r in rows}) == 16
+        return sorted((r["key"], r["status"], r["reward"], r["prediction"],
+                       json.dumps(r["turns"], sort_keys=True)) for r in rows)  # fmt: skip
+
+    assert episodes(tmp_path / "killed") == episodes(tmp_path / "whole")
     assert comparable(_summary(tmp_path / "killed")) == comparable(_summary(tmp_path / "whole"))
 
 

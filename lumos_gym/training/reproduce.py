@@ -290,7 +290,8 @@ def evaluate_agent(
         name = entry.env_id.split("/")[-1]
         result = evaluate(
             agent, envs=[entry.env_id], env_kwargs=dict(entry.kwargs), limit=entry.limit,
-            models=options, out=out / name, progress=progress, agent_config=agent_config,
+            models=options, out=out / name, resume=True, progress=progress,
+            agent_config=agent_config,
         )  # fmt: skip
         records.extend(result.records)
     return records
