@@ -70,6 +70,13 @@ _IMAGE_PREFIXES = ("data:image/png;", "data:image/jpeg;", "data:image/gif;", "da
 _IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".gif", ".webp")
 
 
+#: What a ``ceiling`` row is, written under every table.
+CEILING_NOTE = (
+    "Rows marked ceiling are agents that read the gold answers (the oracle replays each task's "
+    "gold actions): what the env lets a perfect agent score; never ranked."
+)
+
+
 class LeaderboardError(LumosGymError):
     """Results cannot be read or rendered, or a format's dependency is missing."""
 
@@ -200,6 +207,21 @@ class Entry:
     score: dict[str, Any]
     rank: int = 0
     covered: int = 0
+
+    @property
+    def ceiling(self) -> bool:
+        """Whether the agent reads the gold answers (the oracle): a ceiling row, never ranked."""
+        from lumos_gym.agents import AGENTS
+
+        try:
+            return bool(getattr(AGENTS.get(self.agent), "needs_privileged_info", False))
+        except Exception:  # an agent this installation does not know
+            return False
+
+    @property
+    def rank_text(self) -> str:
+        """The rank as shown: its number, or ``ceiling``."""
+        return "ceiling" if self.ceiling else str(self.rank)
 
     @property
     def run(self) -> dict[str, Any]:
@@ -402,9 +424,9 @@ def load_board(paths: Sequence[str | Path], *, suite: str | None = None) -> Boar
     envs = columns if columns is not None else sorted({e for x in entries for e in x.cells})
     for entry in entries:
         entry.covered = sum(env in entry.cells for env in envs)
-    entries.sort(key=lambda x: (-x.covered, -float(x.score.get("mean", 0.0)), x.name))
+    entries.sort(key=lambda x: (x.ceiling, -x.covered, -float(x.score.get("mean", 0.0)), x.name))
     for n, entry in enumerate(entries, 1):
-        entry.rank = n
+        entry.rank = 0 if entry.ceiling else n
     reported = reported_numbers()
     reported.matches = _match_datasets(reported, entries)
     return Board(entries, envs, reported, warnings, suite)
@@ -473,7 +495,7 @@ def render_markdown(board: Board) -> str:
     rows = []
     for entry in board.entries:
         rows.append([
-            entry.rank, entry.name, entry.agent, entry.models, cell_text(entry.score),
+            entry.rank_text, entry.name, entry.agent, entry.models, cell_text(entry.score),
             f"{entry.covered}/{len(board.envs)}",
             *[cell_text(entry.cells.get(e)) for e in board.envs], entry.episodes,
         ])  # fmt: skip
@@ -483,7 +505,7 @@ def render_markdown(board: Board) -> str:
     lines += [
         "Each cell: the env's primary metric, `mean [95% bootstrap interval]`. Runs are ranked "
         f"by suite score ({SCORE_RULE}); a run covering fewer envs ranks after those covering "
-        "more.", "",
+        f"more. {CEILING_NOTE}", "",
     ]  # fmt: skip
     lines += _md_table(headers, rows, right=1)
     reported = board.reported
@@ -514,8 +536,9 @@ def render_csv(board: Board) -> str:
     for entry in board.entries:
         score = entry.score
         ci = score.get("ci95") or [None, None]
+        kind, rank = ("ceiling", "") if entry.ceiling else ("measured", entry.rank)
         writer.writerow([
-            "measured", entry.rank, entry.name, entry.agent, entry.models, "suite score",
+            kind, rank, entry.name, entry.agent, entry.models, "suite score",
             f"mean of {score.get('envs', 0)} envs", score.get("mean"), score.get("se"), ci[0],
             ci[1], entry.episodes,
         ])  # fmt: skip
@@ -524,9 +547,8 @@ def render_csv(board: Board) -> str:
             if cell is None:
                 continue
             ci = cell.ci95 or [None, None]
-            writer.writerow(["measured", entry.rank, entry.name, entry.agent, entry.models,
-                             env_id, cell.metric, cell.mean, cell.se, ci[0], ci[1],
-                             cell.episodes])  # fmt: skip
+            writer.writerow([kind, rank, entry.name, entry.agent, entry.models, env_id,
+                             cell.metric, cell.mean, cell.se, ci[0], ci[1], cell.episodes])
     reported = board.reported
     metric = {d["name"]: d["metric"] for d in reported.datasets}
     for row in reported.rows:
@@ -570,7 +592,8 @@ def render_png(board: Board, out: Path, *, max_runs: int = 12) -> Path:
             means.append(mean)
             low.append(max(mean - ci[0], 0.0) if ci else 0.0)
             high.append(max(ci[1] - mean, 0.0) if ci else 0.0)
-        ax.bar(xs, means, width, yerr=[low, high], capsize=3, label=f"{entry.rank}. {entry.name}")
+        label = f"{entry.rank_text}. {entry.name}"
+        ax.bar(xs, means, width, yerr=[low, high], capsize=3, label=label)
     ax.set_xticks(range(len(groups)))
     ax.set_xticklabels(groups, rotation=30, ha="right")
     ax.set_ylabel("primary metric (95% bootstrap interval)")
@@ -890,7 +913,8 @@ def render_html(board: Board, out: Path) -> list[Path]:
                  + ", ".join(str(d.path) for d in entry.dirs))  # fmt: skip
         score = entry.score
         cells = [
-            f'<td class="num" data-value="{entry.rank}">{entry.rank}</td>',
+            f'<td class="num" data-value="{entry.rank or len(board.entries) + 1}">'
+            f"{entry.rank_text}</td>",
             f'<td class="name" title="{_e(title)}">{_e(entry.name)}</td>',
             f'<td class="name">{_e(entry.agent)}</td>',
             f"<td>{_e(entry.models)}</td>",
@@ -939,7 +963,7 @@ def render_html(board: Board, out: Path) -> list[Path]:
         + '<p class="note">Each cell: the env\'s primary metric, mean and its 95% bootstrap '
         "interval; click a value for the episodes. Runs are ranked by suite score ("
         + _e(SCORE_RULE) + "); a run covering fewer envs ranks after those covering more. "
-        "Click a header to sort.</p>"
+        + _e(CEILING_NOTE) + " Click a header to sort.</p>"
         '<p><input id="filter" type="search" placeholder="filter rows" aria-label="filter rows">'
         ' <span id="shown"></span></p>'
         f'<div class="wrap"><table id="measured" class="sortable"><thead><tr>{"".join(heads)}'

@@ -86,10 +86,12 @@ def _records(*folders):
 # ------------------------------------------------------------------------------- ranking
 def test_runs_are_grouped_ranked_and_match_the_summaries(runs, tmp_path):
     board = load_board([runs])  # a folder of folders: grouped by configuration
-    assert [e.name for e in board.entries] == ["oracle", "direct"]
-    assert [e.rank for e in board.entries] == [1, 2]
+    # the oracle reads the gold answers: a ceiling row after the ranked ones, never ranked
+    assert [e.name for e in board.entries] == ["direct", "oracle"]
+    assert [(e.rank, e.rank_text, e.ceiling) for e in board.entries] == [
+        (1, "1", False), (0, "ceiling", True)]
     assert board.envs == [f"lumos/{e}" for e in ENVS]
-    oracle, direct = board.entries
+    direct, oracle = board.entries
     published = json.loads((runs / "oracle" / "summary.json").read_text())
     assert oracle.score == published["score"] and oracle.score["mean"] == 1.0
     cell = oracle.cells["lumos/GSM8K-v0"]
@@ -99,7 +101,7 @@ def test_runs_are_grouped_ranked_and_match_the_summaries(runs, tmp_path):
     assert direct.score == whole["score"] and 0 < direct.score["mean"] < 1
     assert direct.cells["lumos/SVAMP-v0"].ci95 == whole["envs"]["lumos/SVAMP-v0"]["ci95"]
     assert direct.models == "policy: scripted" and direct.covered == 2
-    assert load_board([runs / "direct", runs / "oracle"]).entries[0].name == "oracle"
+    assert load_board([runs / "oracle", runs / "direct"]).entries[0].name == "direct"
     # the same configuration given twice is two runs (e.g. two versions), named apart
     shutil.copytree(runs / "oracle", tmp_path / "again" / "oracle")
     names = [e.name for e in load_board([runs / "oracle", tmp_path / "again"]).entries]
@@ -110,16 +112,18 @@ def test_runs_are_grouped_ranked_and_match_the_summaries(runs, tmp_path):
 def test_markdown_and_csv_tables(runs):
     board = load_board([runs / "oracle", runs / "direct"])
     md = render_markdown(board)
-    assert "| 1 | oracle | oracle | - | 1.000 [1.000, 1.000] | 2/2 |" in md
-    direct = board.entries[1]
+    assert "| ceiling | oracle | oracle | - | 1.000 [1.000, 1.000] | 2/2 |" in md
+    assert "Rows marked ceiling are agents that read the gold answers" in md
+    direct = board.entries[0]
     cell = direct.cells["lumos/GSM8K-v0"]
     assert f"{cell.mean:.3f} [{cell.ci95[0]:.3f}, {cell.ci95[1]:.3f}]" in md
     measured, reported = md.split("## Reported (Lumos paper)")
-    assert measured.count("\n| ") == 3  # header and two ranked rows only
+    assert measured.count("\n| ") == 3  # header, the ranked row and the ceiling row only
     assert "| Lumos-I_Web | reported | 0.276 |" in reported and "≈0.380" in reported
     rows = list(csv.DictReader(io.StringIO(render_csv(board))))
     scores = [r for r in rows if r["env"] == "suite score"]
-    assert [(r["rank"], r["run"]) for r in scores] == [("1", "oracle"), ("2", "direct")]
+    assert [(r["kind"], r["rank"], r["run"]) for r in scores] == [
+        ("measured", "1", "direct"), ("ceiling", "", "oracle")]
     gsm = next(r for r in rows if r["run"] == "direct" and r["env"] == "lumos/GSM8K-v0")
     assert float(gsm["ci_low"]) == cell.ci95[0] and int(gsm["episodes"]) == LIMIT
     web = next(r for r in rows if r["agent"] == "Lumos-I_Web" and r["env"] == "Mind2Web")
@@ -177,7 +181,7 @@ def test_bad_files_are_named_and_the_valid_results_still_render(runs, tmp_path, 
     assert f"{svamp / 'summary.json'}: not valid JSON" in err and "recomputed" in err
     assert f"{svamp / 'episodes.jsonl'}:{len(lines)}: a truncated last line" in err
     text = out.read_text()
-    assert "| 1 | oracle |" in text and "| 2 | direct |" in text
+    assert "| ceiling | oracle |" in text and "| 1 | direct |" in text
     direct = load_board([root / "direct"]).entries[0]
     assert set(direct.cells) == {"lumos/SVAMP-v0"}
     assert direct.cells["lumos/SVAMP-v0"].episodes == LIMIT - 1
@@ -192,7 +196,7 @@ def test_html_pages_escape_link_and_truncate(runs, tmp_path):
     root = tmp_path / "results"
     shutil.copytree(runs / "direct", root / "<b>direct&co")
     board = load_board([root, runs / "oracle"])
-    record = board.entries[1].records["lumos/GSM8K-v0"][0]
+    record = board.entries[0].records["lumos/GSM8K-v0"][0]  # the ranked direct run
     record["images"] = ["data:image/png;base64,iVBORw0KGgo=", "javascript:alert(1)"]
     written = render_html(board, tmp_path / "site" / "board.html")
     page = written[0].read_text()
@@ -309,11 +313,13 @@ def test_html_page_in_headless_chromium(runs, tmp_path):
     ink = (pixels.sum(axis=1) < 200).mean()  # dark text
     assert header > 0.01 and ink > 0.005
 
-    # the script ran, sorted by a header (suite score, ascending) and filtered the rows
-    dom = _browse(tmp_path, page.as_uri() + "#sort=4&dir=asc", "--dump-dom")
-    assert 'data-ready="1"' in dom and 'data-sorted-by="4:asc"' in dom
-    assert re.findall(r'data-run="([^"]+)"', dom) == ["direct", "oracle"]
-    assert re.search(r'<th data-type="num" aria-sort="ascending">suite score', dom)
+    # the script ran, sorted by a header (suite score, descending: the ceiling row, written
+    # last, comes first) and filtered the rows
+    assert re.findall(r'data-run="([^"]+)"', page.read_text()) == ["direct", "oracle"]
+    dom = _browse(tmp_path, page.as_uri() + "#sort=4&dir=desc", "--dump-dom")
+    assert 'data-ready="1"' in dom and 'data-sorted-by="4:desc"' in dom
+    assert re.findall(r'data-run="([^"]+)"', dom) == ["oracle", "direct"]
+    assert re.search(r'<th data-type="num" aria-sort="descending">suite score', dom)
     dom = _browse(tmp_path, page.as_uri() + "#q=oracle", "--dump-dom")
     assert re.search(r'data-run="direct" hidden', dom)
     assert re.search(r'id="shown">1 of \d+ rows', dom)
