@@ -176,6 +176,15 @@ class RayPool:
                 num_cpus=worker_cpus, num_gpus=worker_gpus, max_restarts=0, max_task_retries=0,
             )  # fmt: skip
             options = portable_options(models) if models is not None else None
+            for what, value in (("agent", agent), ("backends", backends)):
+                try:
+                    ray.cloudpickle.dumps(value)
+                except Exception as e:
+                    raise DistributedError(
+                        f"the {what} cannot be sent to Ray workers ({type(e).__name__}: {e}); "
+                        "give model options (models=ModelOptions(...)) so that each worker "
+                        "builds its own backends"
+                    ) from e
             self._new_actor = lambda: actor.remote(agent, options, backends, dict(runner or {}))
             self.actors = [self._new_actor() for _ in range(workers)]
         except BaseException:

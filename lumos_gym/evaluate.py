@@ -851,6 +851,8 @@ def evaluate(
         progress: show a progress bar.
         argv: the command line, recorded for provenance.
     """
+    if ray in (None, False) and (workers is not None or worker_gpus):
+        raise EvaluationError("--workers and --worker-gpus need --ray")
     if isinstance(agent, str):
         agent = make_agent(agent, agent_config)
     if isinstance(shard, str):

@@ -168,6 +168,21 @@ def test_a_worker_that_cannot_build_its_model_fails_clearly(local_ray, tmp_path)
     assert not (tmp_path / "episodes.jsonl").exists()
 
 
+def test_what_cannot_travel_to_workers_and_workers_without_ray_are_refused(local_ray, tmp_path):
+    import threading
+
+    class Locked(ScriptedBackend):
+        def __init__(self):
+            super().__init__(_half_right)
+            self.lock = threading.Lock()  # cannot be pickled (like a live HTTP client)
+
+    with pytest.raises(DistributedError, match="the backends cannot be sent to Ray workers"):
+        evaluate("direct", envs=["GSM8K-v0"], limit=1, out=tmp_path, ray=True,
+                 backends={"policy": Locked()}, progress=False)  # fmt: skip
+    with pytest.raises(EvaluationError, match="--workers and --worker-gpus need --ray"):
+        evaluate("oracle", envs=["GSM8K-v0"], limit=1, out=tmp_path, workers=2, progress=False)
+
+
 def test_without_ray_installed_the_flag_says_how_to_get_it(tmp_path, monkeypatch, capsys):
     monkeypatch.setitem(sys.modules, "ray", None)  # import ray now raises ImportError
     code = main(["evaluate", "--agent", "oracle", "--env", "SVAMP-v0", "--limit", "1",
