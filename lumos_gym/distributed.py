@@ -93,6 +93,13 @@ class EpisodeWorker:
         if backends is not None:
             self.built.update(backends)
         elif agent.roles:
+            if models.backend in ("hf", "vllm"):  # one loading bar per actor drowns the driver's
+                try:
+                    from transformers.utils import logging as hf_logging
+
+                    hf_logging.disable_progress_bar()
+                except ImportError:
+                    pass
             self.built = build_backends(agent.roles, with_reference(agent.name, models))
         self.runner = Runner(agent, self.built, **dict(runner))
 

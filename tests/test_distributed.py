@@ -198,10 +198,10 @@ def test_ray_workers_share_one_served_model(local_ray, tiny_model, tmp_path):
         options = ModelOptions(backend="openai", base_url=url, model="tiny", batch_size=2)
         config = AgentConfig(max_new_tokens=8, max_rounds=2)
         runs = {}
-        for name, ray_address in (("local", None), ("ray", True)):
+        for name, spread in (("local", {}), ("ray", {"ray": True, "workers": 2})):
             runs[name] = evaluate("lumos-o", envs=["GSM8K-v0"], limit=4, models=options,
-                                  agent_config=config, out=tmp_path / name, ray=ray_address,
-                                  workers=2, progress=False)  # fmt: skip
+                                  agent_config=config, out=tmp_path / name, progress=False,
+                                  **spread)  # fmt: skip
     assert _episodes(tmp_path / "ray") == _episodes(tmp_path / "local")
     assert all(r["output_tokens"] > 0 for r in runs["ray"].records)
     run = json.loads((tmp_path / "ray" / "run.json").read_text())
