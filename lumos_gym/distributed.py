@@ -175,6 +175,15 @@ class RayPool:
                 workers = max(1, min(workers, max_workers))
             if workers < 1:
                 raise DistributedError(f"--workers must be at least 1, not {workers}")
+            for name, each in (("CPU", worker_cpus), ("GPU", worker_gpus)):
+                have = float(resources.get(name, 0.0))
+                if each > 0 and workers * each > have + 1e-9:  # the rest would wait forever
+                    raise DistributedError(
+                        f"{workers} worker(s) x {each:g} {name} each = {workers * each:g} {name}, "
+                        f"but the Ray cluster has {have:g}: ask fewer --workers"
+                        + (" or a smaller --worker-gpus" if name == "GPU" else "")
+                        + ", or add nodes"
+                    )
             self.resources = {k: v for k, v in resources.items() if not k.startswith("node:")}
             self.agent_name = agent.name
             # Ray does not restart actors: run() replaces a dead one itself, so that the

@@ -179,6 +179,14 @@ def test_what_cannot_travel_to_workers_and_workers_without_ray_are_refused(local
     with pytest.raises(DistributedError, match="the backends cannot be sent to Ray workers"):
         evaluate("direct", envs=["GSM8K-v0"], limit=1, out=tmp_path, ray=True,
                  backends={"policy": Locked()}, progress=False)  # fmt: skip
+    too_many = r"3 worker\(s\) x 1 CPU each = 3 CPU, but the Ray cluster has 2"
+    with pytest.raises(DistributedError, match=too_many):
+        evaluate("oracle", envs=["GSM8K-v0"], limit=4, out=tmp_path, ray=True, workers=3,
+                 progress=False)  # fmt: skip
+    no_gpu = r"1 worker\(s\) x 1 GPU each = 1 GPU, but .* 0: ask fewer"
+    with pytest.raises(DistributedError, match=no_gpu):
+        evaluate("oracle", envs=["GSM8K-v0"], limit=4, out=tmp_path, ray=True, workers=1,
+                 worker_gpus=1, progress=False)  # fmt: skip
     with pytest.raises(EvaluationError, match="--workers and --worker-gpus need --ray"):
         evaluate("oracle", envs=["GSM8K-v0"], limit=1, out=tmp_path, workers=2, progress=False)
 
