@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from lumos_gym.errors import DataError, LumosGymError
@@ -25,6 +25,24 @@ def _parse_kwargs(pairs: Sequence[str]) -> dict[str, Any]:
             kwargs[key] = value
     return kwargs
 
+
+def _at_least(kind: type, minimum: float, name: str) -> Callable[[str], Any]:
+    """An argparse type: a ``kind`` (int or float) of at least ``minimum``."""
+
+    def parse(text: str) -> Any:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {name}, got {text!r}") from None
+        if not value >= minimum:
+            raise argparse.ArgumentTypeError(f"must be at least {minimum:g}, got {text}")
+        return value
+
+    return parse
+
+
+positive_int = _at_least(int, 1, "an integer")
+nonnegative_float = _at_least(float, 0, "a number")
 
 # ------------------------------------------------------------------------------------- verbs
 def cmd_envs(args: argparse.Namespace) -> int:
@@ -301,10 +319,16 @@ def cmd_merge(args: argparse.Namespace) -> int:
         for message in report.warnings:
             print(f"warning: {message}", file=sys.stderr)
         print(format_table(report.summary))
-        missing = f" ({len(report.missing)} missing)" if report.missing else ""
+        absent = ", ".join(map(str, report.absent_shards))
+        missing = (f" ({report.missing_count} missing"
+                   + (f"; shard(s) {absent} not given" if absent else "") + ")"
+                   if report.missing_count else "")  # fmt: skip
         print(f"merged {len(inputs)} folders, {report.episodes} episodes{missing}: "
               f"{report.out / 'episodes.jsonl'}, {report.out / 'summary.json'}")  # fmt: skip
         return 0
+    absent = [str(p) for p in inputs if not p.exists()]
+    if absent:
+        raise LumosGymError(f"no such folder: {', '.join(absent)}")
     if len(inputs) != 1 or any((p / "episodes.jsonl").is_file() for p in inputs):
         raise LumosGymError(
             "merge takes one LoRA adapter folder, or results folders (each with "
@@ -427,7 +451,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--env", action="append", default=[], help="env id, repeatable")
     p.add_argument("--suite", default=None,
                    help="suite name (lumos-gym suites) or suite .json file (default: offline)")
-    p.add_argument("--limit", type=int, default=None, help="at most N tasks per env")
+    p.add_argument("--limit", type=positive_int, default=None, help="at most N tasks per env")
     p.add_argument("--kwarg", "-k", action="append", default=[], metavar="KEY=VALUE",
                    help="env constructor argument (JSON value), repeatable")
     p.add_argument("--backend", default="hf", choices=["hf", "openai", "vllm"])
@@ -443,19 +467,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-reference", action="store_true",
                    help="with no model named, run the untrained base model instead of the "
                    "shipped reference adapters (lumos-i)")
-    p.add_argument("--batch-size", type=int, default=8, help="episodes in flight (batch size)")
+    p.add_argument("--batch-size", type=positive_int, default=8,
+                   help="episodes in flight (batch size)")
     p.add_argument("--device", default=None, help="torch device (hf backend)")
     p.add_argument("--dtype", default=None, help="torch dtype (hf backend)")
-    p.add_argument("--max-rounds", type=int, default=None,
+    p.add_argument("--max-rounds", type=positive_int, default=None,
                    help="plan/ground rounds per episode (default: Lumos' limit per task type)")
-    p.add_argument("--max-new-tokens", type=int, default=128)
+    p.add_argument("--max-new-tokens", type=positive_int, default=128)
     p.add_argument("--temperature", type=float, default=0.0)
     p.add_argument("--seed", type=int, default=None,
                    help="the seed of every episode and of the agent (default: the suite's, 0)")
     p.add_argument("--shard", default=None, metavar="I/N",
                    help="run shard I of N (round-robin over the sorted episode keys); join the "
                    "shards' --out folders with lumos-gym merge")
-    p.add_argument("--wall-timeout", type=float, default=None, help="seconds per episode")
+    p.add_argument("--wall-timeout", type=nonnegative_float, default=None,
+                   help="seconds an episode may run; then it ends as step-limit")
     p.add_argument("--out", default=None, help="results folder (default: results/AGENT)")
     p.add_argument("--resume", action="store_true",
                    help="continue the run in --out (a killed one): only the episodes not "
@@ -463,9 +489,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--ray", nargs="?", const="local", default=None, metavar="ADDRESS",
                    help="run the episodes on Ray actors: this machine's Ray with no ADDRESS, "
                    "else a cluster (auto, ray://HOST:10001); needs lumos-gym[ray]")
-    p.add_argument("--workers", type=int, default=None,
+    p.add_argument("--workers", type=positive_int, default=None,
                    help="Ray actors (default: one per cluster CPU, or per --worker-gpus)")
-    p.add_argument("--worker-gpus", type=float, default=0.0,
+    p.add_argument("--worker-gpus", type=nonnegative_float, default=0.0,
                    help="GPUs per Ray actor (each hf/vllm actor loads its own model copy)")
     p.add_argument("--keep-prompts", action="store_true", help="store prompts in the records")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")

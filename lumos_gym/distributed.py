@@ -23,6 +23,7 @@ from __future__ import annotations
 import math
 import os
 import re
+import socket
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
@@ -158,6 +159,8 @@ class RayPool:
         self.started = False
         if not ray.is_initialized():
             target = None if address in (None, "", "local") else address
+            if target is not None:
+                _check_reachable(target)
             try:
                 ray.init(address=target, include_dashboard=False, log_to_driver=True,
                          configure_logging=True, logging_level="WARNING")  # fmt: skip
@@ -319,6 +322,24 @@ class RayPool:
         if self.started:
             self.ray.shutdown()
             self.started = False
+
+
+def _check_reachable(address: str, timeout: float = 5.0) -> None:
+    """Fail fast when a ``HOST:PORT`` (or ``ray://HOST:PORT``) address takes no connection.
+
+    Ray itself retries an unreachable head node for minutes, printing only its own warnings.
+    ``auto`` (a cluster started on this machine) is left to Ray, which answers at once.
+    """
+    host, sep, port = address.removeprefix("ray://").rpartition(":")
+    if address == "auto" or not sep or not port.isdigit():
+        return
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout).close()
+    except OSError as e:
+        raise DistributedError(
+            f"cannot reach the Ray cluster at {address!r} ({e}); start one with `ray start "
+            "--head` and pass the address it prints, or give --ray alone for a local instance"
+        ) from None
 
 
 def _died(agent: str, spec: EpisodeSpec, error: BaseException) -> EpisodeRecord:

@@ -13,6 +13,7 @@ atomically) and a printed table. ``run.json`` and ``summary.json`` carry the pro
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -614,6 +615,38 @@ class ResultsFile:
             self._file = None
 
 
+def _check_existing(
+    out_dir: Path, done: Mapping[str, Any], plan: Mapping[str, Any], agent: Agent, resume: bool
+) -> None:
+    """Refuse a folder holding episodes unless ``--resume`` continues the same run in it.
+
+    Checked before any model loads: the agent and its settings (the models are checked once
+    built, by :func:`check_resumable`), and the plan: every episode there must belong to this
+    run's episodes (a larger ``--limit`` extends a run; another suite, limit or seed would mix
+    two runs in one folder).
+    """
+    recorded = None
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        fingerprint_there = json.loads((out_dir / "run.json").read_text("utf-8"))["fingerprint"]
+        recorded = fingerprint_there.get("agent")
+    now = portable_paths(json.loads(json.dumps(agent.describe(), default=str)))
+    if recorded is not None and recorded != now:
+        raise EvaluationError(_other_configuration(out_dir, {"agent": recorded}, {"agent": now}))
+    count = f"{len(done)} episode{'s' if len(done) != 1 else ''}"
+    if not resume:
+        raise EvaluationError(
+            f"{out_dir} already holds {count}; pass --resume to continue that run (only the "
+            "episodes not there are run), or another --out"
+        )
+    outside = sorted(k for k in done if k not in plan)
+    if outside:
+        raise EvaluationError(
+            f"{out_dir} holds {len(outside)} of its {count} outside this run's plan (e.g. "
+            f"{outside[0]}): they were made with other envs, suite, --limit or seeds, and "
+            "resuming would mix two runs; pass another --out"
+        )
+
+
 # ------------------------------------------------------------------------------ the run
 @dataclass
 class EvaluationResult:
@@ -686,19 +719,27 @@ def check_resumable(
     except (ValueError, AttributeError):
         recorded_run, recorded = {}, None
     if recorded is not None and recorded != expected:
-        raise EvaluationError(
-            f"{out_dir} holds results of another configuration (recorded {recorded}, now "
-            f"{dict(expected)}); pass another --out, or delete the folder to start again"
-        )
+        raise EvaluationError(_other_configuration(out_dir, recorded, expected))
     plan = recorded_run.get("plan") or {}
     before = tuple(plan["shard"]) if plan.get("shard") else None
     if "plan" in recorded_run and before != shard:
-        shown = [f"{s[0]}/{s[1]}" if s else "the whole run" for s in (before, shard)]
+        shown = [f"shard {s[0]}/{s[1]}" if s else "the whole run" for s in (before, shard)]
         raise EvaluationError(f"{out_dir} holds {shown[0]}, not {shown[1]}; pass another --out")
     version = recorded_run.get("lumos_gym")
     if version and version != __version__:
         print(f"warning: {out_dir} was started by lumos-gym {version}, this is {__version__}",
               file=sys.stderr)  # fmt: skip
+
+
+def _other_configuration(out_dir: Path, recorded: Any, now: Any) -> str:
+    """The refusal of a folder holding another configuration, naming what differs."""
+    from lumos_gym.results import differences
+
+    found = differences(recorded, json.loads(json.dumps(now, default=str)),
+                        names=("there", "now"))  # fmt: skip
+    shown = "; ".join(found[:6]) + (f"; and {len(found) - 6} more" if len(found) > 6 else "")
+    return (f"{out_dir} holds results of another configuration ({shown or 'fingerprints differ'});"
+            " pass another --out, or delete the folder to start again")
 
 
 def _git() -> dict[str, Any] | None:
@@ -853,6 +894,9 @@ def evaluate(
     """
     if ray in (None, False) and (workers is not None or worker_gpus):
         raise EvaluationError("--workers and --worker-gpus need --ray")
+    for name, value in (("--limit", limit), ("--workers", workers)):
+        if value is not None and value < 1:
+            raise EvaluationError(f"{name} must be at least 1, got {value}")
     if isinstance(agent, str):
         agent = make_agent(agent, agent_config)
     if isinstance(shard, str):
@@ -869,12 +913,8 @@ def evaluate(
              for p in plans}  # fmt: skip
     out_dir = Path(out) if out is not None else Path("results") / agent.name
     results = ResultsFile(out_dir / "episodes.jsonl")
-    if results.done and not resume:
-        raise EvaluationError(
-            f"{out_dir} already holds {len(results.done)} "
-            f"episode{'s' if len(results.done) != 1 else ''}; pass --resume to continue "
-            "that run (only the episodes not there are run), or another --out"
-        )
+    if results.done:
+        _check_existing(out_dir, results.done, by_key, agent, resume)
     todo = [by_key[k] for k in selected if k not in results.done]
     resumed = len(selected) - len(todo)
     runner_settings = {

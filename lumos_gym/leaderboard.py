@@ -984,6 +984,9 @@ def render_html(board: Board, out: Path) -> list[Path]:
 def write_board(board: Board, fmt: str, out: str | Path | None) -> list[Path] | str:
     """Write the board in ``fmt``; ``out`` is a file, or a folder for ``leaderboard.<ext>``.
 
+    ``out`` names a folder when it exists as one, ends with ``/`` or has no file extension
+    (``--out site`` writes ``site/leaderboard.html``).
+
     Returns:
         the files written, or the text itself for ``md``/``csv`` without ``out``.
 
@@ -997,7 +1000,7 @@ def write_board(board: Board, fmt: str, out: str | Path | None) -> list[Path] | 
             raise LeaderboardError(f"--format {fmt} needs --out FILE_OR_DIR")
         return render_markdown(board) if fmt == "md" else render_csv(board)
     path = Path(out)
-    if path.is_dir() or str(out).endswith(("/", os.sep)):
+    if path.is_dir() or str(out).endswith(("/", os.sep)) or not path.suffix:
         path = path / f"leaderboard.{fmt}"
     path.parent.mkdir(parents=True, exist_ok=True)
     if fmt == "png":
@@ -1101,7 +1104,16 @@ def _check_run(
             problems.append(f"{run_path}: shard {i}/{n} of a run; submit the shards merged "
                             "(lumos-gym merge)")  # fmt: skip
         keys = list(plan["keys"])
-        if not plan.get("shard") and keys_sha256(keys) != plan.get("keys_sha256"):
+        partial = run.get("partial") if isinstance(run.get("partial"), Mapping) else None
+        if partial:
+            absent = partial.get("absent_shards") or []
+            problems.append(
+                f"{run_path}: a partial merge: {partial.get('missing_episodes')} planned "
+                "episode(s) missing" + (f" (shard(s) {', '.join(map(str, absent))} not given)"
+                                        if absent else "")
+                + "; merge every shard, finished, without --partial"
+            )  # fmt: skip
+        elif not plan.get("shard") and keys_sha256(keys) != plan.get("keys_sha256"):
             problems.append(f"{run_path}: the plan's keys do not match its keys_sha256")
         if not plan.get("shard") and plan.get("episodes") != len(keys):
             problems.append(f"{run_path}: the plan counts {plan.get('episodes')} episodes but "
@@ -1146,7 +1158,30 @@ def _check_suite(run: Mapping[str, Any], run_path: Path, suite: str) -> list[str
             f"{run_path}: suite {expected.name} was another version of its file (sha256 "
             f"{str(recorded.get('sha256'))[:12]}..., this one {expected.sha256[:12]}...)"
         ]
-    return []
+    return _check_whole_suite(run, run_path, suite)
+
+
+def _check_whole_suite(run: Mapping[str, Any], run_path: Path, suite: str) -> list[str]:
+    """A submission runs every episode of the suite: no --limit, --seed or missing shard."""
+    from lumos_gym.agents import AGENTS
+    from lumos_gym.evaluate import plan_env, spec_key, suite_entries
+
+    described = run.get("agent")
+    name = described.get("name") if isinstance(described, Mapping) else None
+    try:
+        privileged = bool(getattr(AGENTS.get(str(name)), "needs_privileged_info", False))
+    except LumosGymError:  # an agent this installation does not know
+        privileged = False
+    try:
+        keys = [spec_key(spec) for entry in suite_entries(suite=suite)
+                for spec in plan_env(entry, privileged=privileged).specs]  # fmt: skip
+    except LumosGymError as e:
+        return [f"--suite {suite}: its episodes cannot be planned here ({e})"]
+    plan = run.get("plan") if isinstance(run.get("plan"), Mapping) else {}
+    if plan.get("keys_sha256") == keys_sha256(keys):
+        return []
+    return [f"{run_path}: not the whole suite {suite}: its plan has {plan.get('episodes')} "
+            f"episodes, the suite {len(keys)} (run it without --limit or --seed)"]  # fmt: skip
 
 
 def validate(paths: Sequence[str | Path], *, suite: str | None = None) -> tuple[int, list[str]]:

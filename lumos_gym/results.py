@@ -454,6 +454,9 @@ class MergeReport:
     episodes: int
     warnings: list[str] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)
+    #: planned episodes not merged: ``missing`` plus those of shards not given (``--partial``)
+    missing_count: int = 0
+    absent_shards: list[int] = field(default_factory=list)
 
 
 def _listing(keys: Sequence[str], limit: int = 5) -> str:
@@ -540,6 +543,7 @@ def merge_results(
     _check_same(folders, "episode plans (suite, envs, limits or seeds)",
                 lambda f: (f.run.get("plan") or {}).get("keys_sha256"))  # fmt: skip
     shards = [f.shard for f in folders]
+    absent: list[str] = []
     if any(s is not None for s in shards):
         counts = {s[1] for s in shards if s is not None}
         if None in shards or len(counts) > 1:
@@ -595,15 +599,19 @@ def merge_results(
          "hardware": f.run.get("hardware")}
         for f in folders
     ]  # fmt: skip
-    if missing:
+    # with shards not given, their keys are unknown here: the plan's count says how many
+    count = (total if total is not None else len(planned)) - len(records)
+    if missing or absent:
         run["missing"] = missing
+        run["partial"] = {"absent_shards": [int(i) for i in absent], "missing_episodes": count}
     write_json_atomic(out_dir / "run.json", run)
     summary = summarize(records)
     summary["provenance"] = provenance_for_summary(run)
-    if missing:
-        summary["missing_episodes"] = len(missing)
+    if missing or absent:
+        summary["missing_episodes"] = count
     write_json_atomic(out_dir / "summary.json", summary)
-    return MergeReport(out_dir, summary, len(records), warnings, missing)
+    return MergeReport(out_dir, summary, len(records), warnings, missing,
+                       count if missing or absent else 0, [int(i) for i in absent])  # fmt: skip
 
 
 def provenance_for_summary(run: Mapping[str, Any]) -> dict[str, Any]:

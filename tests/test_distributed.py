@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -48,6 +49,21 @@ def test_the_command_starts_a_local_ray_and_stops_it(tmp_path):
     run = json.loads((tmp_path / "run.json").read_text())
     assert run["ray"]["workers"] == 2 and run["argv"][-1] == "--no-progress"
     assert json.loads((tmp_path / "summary.json").read_text())["overall"]["mean"] == 1.0
+
+
+def test_an_unreachable_cluster_address_fails_fast_with_a_clear_message(tmp_path):
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    started = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-m", "lumos_gym.cli", "evaluate", "--agent", "oracle", "--env",
+         "SVAMP-v0", "--limit", "1", "--ray", f"127.0.0.1:{port}", "--out", str(tmp_path)],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 2 and time.monotonic() - started < 60
+    assert f"cannot reach the Ray cluster at '127.0.0.1:{port}'" in done.stderr
+    assert "ray start --head" in done.stderr and not (tmp_path / "episodes.jsonl").exists()
 
 
 @pytest.fixture(scope="module")

@@ -112,6 +112,18 @@ def test_cli_evaluate_prints_a_table(tmp_path, capsys):
     assert "lumos/MathWord-v0" in out and "1.000 ± 0.000" in out and "overall" in out
 
 
+@pytest.mark.parametrize(("flag", "value"), [("--limit", "0"), ("--limit", "-1"),
+                                           ("--batch-size", "0"), ("--max-rounds", "0"),
+                                           ("--max-new-tokens", "x"), ("--wall-timeout", "-2")])
+def test_cli_refuses_counts_below_one_without_a_traceback(tmp_path, capsys, flag, value):
+    with pytest.raises(SystemExit) as exited:
+        main(["evaluate", "--agent", "oracle", flag, value, "--out", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert exited.value.code == 2 and f"argument {flag}: " in err and "Traceback" not in err
+    with pytest.raises(EvaluationError, match="--limit must be at least 1, got 0"):
+        evaluate("oracle", envs=["SVAMP-v0"], limit=0, out=tmp_path, progress=False)
+
+
 def test_cli_agents_lists_them(capsys):
     assert main(["agents"]) == 0
     out = capsys.readouterr().out

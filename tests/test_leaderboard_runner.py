@@ -12,9 +12,11 @@ from conftest import ScriptedBackend
 
 from lumos_gym import __version__
 from lumos_gym.agents.backends.base import BackendInfo
+from lumos_gym.agents.base import AgentConfig
 from lumos_gym.cli import main
 from lumos_gym.evaluate import (
     EvaluationError,
+    ModelOptions,
     _adapter_checksums,
     evaluate,
     get_suite,
@@ -305,7 +307,7 @@ def test_shards_merged_equal_the_whole_run(tmp_path, half_right, capsys):
 
     assert episodes(tmp_path / "merged") == episodes(tmp_path / "whole")
     # a shard resumed into the folder of another shard is refused
-    with pytest.raises(EvaluationError, match="holds 1/2, not 2/2"):
+    with pytest.raises(EvaluationError, match="holds shard 1/2, not shard 2/2"):
         _run(tmp_path / "s1", half_right, shard="2/2")
 
 
@@ -361,6 +363,45 @@ def test_corrupt_and_truncated_shards_load_their_valid_records(tmp_path, half_ri
         read_results(tmp_path / "s1")
     with pytest.raises(ResultsError, match="not a results folder"):
         read_results(tmp_path)
+
+
+def test_a_partial_merge_counts_absent_shards_and_does_not_validate(tmp_path, half_right, capsys):
+    _run(tmp_path / "s1", half_right, shard="1/2")
+    assert main(["merge", str(tmp_path / "s1"), "--out", str(tmp_path / "m"), "--partial"]) == 0
+    assert "(5 missing; shard(s) 2 not given)" in capsys.readouterr().out
+    assert _summary(tmp_path / "m")["missing_episodes"] == 5
+    assert main(["leaderboard", "--validate", str(tmp_path / "m")]) == 2
+    out = capsys.readouterr().out
+    assert "a partial merge: 5 planned episode(s) missing (shard(s) 2 not given)" in out
+    assert main(["merge", str(tmp_path / "nosuch"), "--out", str(tmp_path / "x")]) == 2
+    assert "no such folder: " in capsys.readouterr().err
+
+
+def test_resume_refuses_episodes_of_another_plan_or_agent_before_any_model(tmp_path, half_right):
+    _run(tmp_path, half_right, limit=3)  # 6 episodes
+    with pytest.raises(EvaluationError, match="holds 2 of its 6 episodes outside this run's plan"):
+        _run(tmp_path, half_right, limit=2)  # a smaller limit would mix two runs
+    with pytest.raises(EvaluationError, match="outside this run's plan"):
+        _run(tmp_path, half_right, envs=["MathWord-v0"], limit=1)
+    assert _run(tmp_path, half_right, limit=4).resumed == 6  # a larger limit extends the run
+
+    # the agent is checked before any model loads: a model that cannot load is never reached
+    nowhere = ModelOptions(model=str(tmp_path / "no-such-model"))
+    with pytest.raises(EvaluationError, match=r"another configuration \(agent\.name \('direct' "
+                       r"there, 'cot' now\)"):
+        evaluate("cot", envs=ENVS, limit=4, out=tmp_path, models=nowhere, progress=False)
+    with pytest.raises(EvaluationError, match=r"agent\.config\.seed \(0 there, 3 now\)"):
+        evaluate("direct", envs=ENVS, limit=4, out=tmp_path, seed=3, models=nowhere,
+                 agent_config=AgentConfig(seed=3), progress=False)  # fmt: skip
+
+
+def test_validate_wants_the_whole_suite(tmp_path, capsys):
+    evaluate("oracle", suite="math", limit=1, out=tmp_path / "one", progress=False)
+    assert main(["leaderboard", "--validate", str(tmp_path / "one"), "--suite", "math"]) == 2
+    out = capsys.readouterr().out
+    assert "not the whole suite math: its plan has" in out and "run it without --limit" in out
+    evaluate("oracle", suite="math", out=tmp_path / "all", progress=False)
+    assert main(["leaderboard", "--validate", str(tmp_path / "all"), "--suite", "math"]) == 0
 
 
 def test_resume_warns_about_another_version_and_merge_verb_dispatch(tmp_path, half_right, capsys):

@@ -20,6 +20,10 @@ class OracleAgent(Agent):
         """Send each gold step in turn."""
         if "gold_actions" not in info:
             raise ValueError("the oracle needs an env made with privileged=True")
+        if not info["gold_actions"]:
+            raise ValueError("no gold actions for this task (its dataset gives no gold plan)")
         for step in info["gold_actions"]:
             outcome = yield Act(step)
             del outcome
+        # the runner stops asking once the env ends the episode: reaching here means it did not
+        raise ValueError("the gold actions ran out before the episode ended")
