@@ -906,7 +906,16 @@ def evaluate(
     chosen = None if envs else get_suite(suite or DEFAULT_SUITE)
     entries = suite_entries(envs=envs, suite=suite, limit=limit, env_kwargs=env_kwargs)
     privileged = bool(getattr(agent, "needs_privileged_info", False))
-    plans = [plan_env(e, seed=seed, privileged=privileged) for e in entries]
+    plans, failed = [], []
+    for entry in entries:  # every missing data file at once, not one per attempt
+        try:
+            plans.append(plan_env(entry, seed=seed, privileged=privileged))
+        except LumosGymError as e:
+            failed.append(str(e))
+    if len(failed) == 1:
+        raise EvaluationError(failed[0])
+    if failed:
+        raise EvaluationError(f"{len(failed)} envs cannot be planned:\n  " + "\n  ".join(failed))
     by_key = {spec_key(s): s for plan in plans for s in plan.specs}
     selected = shard_keys(by_key, shard) if shard else sorted(by_key)
     kinds = {p.entry.env_id: (p.provenance["task_type"], p.provenance["primary_metric"])

@@ -247,7 +247,8 @@ class Entry:
         for role, value in sorted(models.items()):
             if isinstance(value, list) and len(value) >= 2:
                 adapter = f"+{value[2]}" if len(value) > 2 and value[2] else ""
-                parts.append(f"{role}: {value[1]}{adapter}")
+                served = f" ({value[0]})" if value[0] not in ("hf", value[1]) else ""
+                parts.append(f"{role}: {value[1]}{adapter}{served}")
         return ", ".join(parts) or "-"
 
     @property
@@ -414,6 +415,11 @@ def load_board(paths: Sequence[str | Path], *, suite: str | None = None) -> Boar
     for name, dirs in zip(_unique_names(group_list), group_list, strict=True):
         entry = build_entry(name, dirs, columns)
         warnings += [p for d in dirs for p in d.problems]
+        shards = {tuple(s) for d in dirs if (s := (d.run.get("plan") or {}).get("shard"))}
+        if shards and len(shards) < next(iter(shards))[1]:
+            shown = ", ".join(f"{i}/{n}" for i, n in sorted(shards))
+            warnings.append(f"{name}: only shard(s) {shown} of a run; merge every shard "
+                            "(lumos-gym merge) before comparing it")  # fmt: skip
         if not entry.cells:
             warnings.append(f"{name}: no env of suite {suite} in its results; left out")
             continue

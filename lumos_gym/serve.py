@@ -503,6 +503,14 @@ def serve(
     base, folder = split_model_name(model)
     if folder is not None and adapter is not None:
         raise BackendError(f"{model!r} is an adapter folder; pass its base as --model instead")
+    import socket
+
+    with socket.socket() as probe:  # before the model loads: a busy port fails at once
+        try:
+            probe.bind((host, port))
+        except OSError as e:
+            message = f"cannot serve on {host}:{port} ({e}); pass another --port"
+            raise BackendError(message) from None
     backend = HFBackend(
         base,
         adapter=adapter or folder,

@@ -515,3 +515,13 @@ def test_no_server_thread_is_left_behind() -> None:
         assert backend.generate([prompt("x")])[0].stop_reason == "stop"
     leftover = [t for t in threading.enumerate() if t.ident not in before and t.is_alive()]
     assert leftover == []
+
+
+def test_serve_on_a_busy_port_fails_before_loading_the_model(loopback_server):
+    from lumos_gym.serve import serve
+
+    port, _ = loopback_server
+    started = time.monotonic()
+    with pytest.raises(BackendError, match=f"cannot serve on 127.0.0.1:{port} .*another --port"):
+        serve("smollm2-135m", host="127.0.0.1", port=port)
+    assert time.monotonic() - started < 5  # no model was loaded

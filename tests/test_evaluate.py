@@ -124,6 +124,17 @@ def test_cli_refuses_counts_below_one_without_a_traceback(tmp_path, capsys, flag
         evaluate("oracle", envs=["SVAMP-v0"], limit=0, out=tmp_path, progress=False)
 
 
+def test_every_env_that_cannot_be_planned_is_named_at_once(tmp_path):
+    suite = tmp_path / "two.json"
+    suite.write_text(json.dumps({"name": "two", "description": "d", "envs": [
+        {"env": "lumos/GSM8K-v0", "kwargs": {"source": str(tmp_path / "no-gsm8k.jsonl")}},
+        {"env": "lumos/SVAMP-v0", "kwargs": {"source": str(tmp_path / "no-svamp.json")}},
+    ]}))  # fmt: skip
+    with pytest.raises(EvaluationError, match="2 envs cannot be planned") as raised:
+        evaluate("oracle", suite=str(suite), out=tmp_path / "out", progress=False)
+    assert "no-gsm8k.jsonl" in str(raised.value) and "no-svamp.json" in str(raised.value)
+
+
 def test_cli_agents_lists_them(capsys):
     assert main(["agents"]) == 0
     out = capsys.readouterr().out
@@ -219,6 +230,10 @@ def test_evaluate_over_http_against_lumos_gym_serve(tiny_model, tmp_path):
         assert all(r["output_tokens"] > 0 for r in records)
         assert main(["evaluate", "--backend", "openai", "--base-url", url, "--model", "tini",
                      "--limit", "1", "--out", str(tmp_path / "wrong"), "--no-progress"]) == 2
+    from lumos_gym.leaderboard import load_board
+
+    shown = load_board([tmp_path]).entries[0].models
+    assert shown == "grounder: tiny (openai), planner: tiny (openai)"
 
 
 def test_resume_refuses_results_of_another_configuration(tmp_path):

@@ -298,6 +298,10 @@ def test_shards_merged_equal_the_whole_run(tmp_path, half_right, capsys):
     assert main(["merge", str(tmp_path / "s2"), str(tmp_path / "s1"),
                  "--out", str(tmp_path / "merged")]) == 0  # fmt: skip
     assert "merged 2 folders, 10 episodes" in capsys.readouterr().out
+    from lumos_gym.leaderboard import load_board
+
+    apart = load_board([tmp_path / "s1", tmp_path / "s2"]).warnings
+    assert any("s1: only shard(s) 1/2 of a run; merge every shard" in w for w in apart)
     merged, whole = _summary(tmp_path / "merged"), _summary(tmp_path / "whole")
     assert comparable(merged) == comparable(whole)
 

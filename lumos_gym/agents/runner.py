@@ -376,7 +376,8 @@ class _Progress:
     def __init__(self, total: int) -> None:
         from tqdm import tqdm
 
-        self.bar = tqdm(total=total, unit="ep", desc="episodes", dynamic_ncols=True)
+        # disable=None: no bar when stderr is not a terminal (a log file gets no \r updates)
+        self.bar = tqdm(total=total, unit="ep", desc="episodes", dynamic_ncols=True, disable=None)
         self.started = time.monotonic()
         self.tokens = 0
         self.counts: dict[str, int] = {}
