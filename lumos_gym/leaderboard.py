@@ -312,7 +312,8 @@ def build_entry(name: str, dirs: Sequence[ResultsDir], envs: Iterable[str] | Non
     An env's cell is its folder's summary.json entry when exactly one folder holds that env
     and its summary has the current format; otherwise it is recomputed from the episodes.
     The suite score is the single folder's when it covers exactly the row's envs, else it is
-    recomputed from the episodes of every folder.
+    recomputed from the episodes of every folder. A folder with problems (lines that do not
+    load, an unreadable summary) is always recomputed from the episodes that load.
     """
     wanted = set(envs) if envs is not None else None
     by_key: dict[str, dict[str, Any]] = {}
@@ -336,13 +337,14 @@ def build_entry(name: str, dirs: Sequence[ResultsDir], envs: Iterable[str] | Non
         summary = owners[0].summary or {}
         published = (summary.get("envs") or {}).get(env_id)
         current = summary.get("format") == SUMMARY_FORMAT and published and published.get("ci95")
-        if len(owners) == 1 and current:
+        # a folder with unreadable lines: its summary counts episodes that no longer load
+        if len(owners) == 1 and current and not owners[0].problems:
             cells[env_id] = _cell(env_id, published)
         elif recomputed and env_id in recomputed["envs"]:
             cells[env_id] = _cell(env_id, recomputed["envs"][env_id])
         elif published:  # an old summary without episodes: mean and SE, no interval
             cells[env_id] = _cell(env_id, {"primary_metric": "reward", **published})
-    only = dirs[0].summary if len(dirs) == 1 else None
+    only = dirs[0].summary if len(dirs) == 1 and not dirs[0].problems else None
     if only and only.get("format") == SUMMARY_FORMAT and set(only.get("envs") or {}) == set(cells):
         score = dict(only["score"])
     elif recomputed and set(recomputed["envs"]) == set(cells):

@@ -191,6 +191,17 @@ def test_bad_files_are_named_and_the_valid_results_still_render(runs, tmp_path, 
     assert "no results could be read" in capsys.readouterr().err
 
 
+def test_a_folder_with_lines_that_do_not_load_is_scored_on_those_that_do(runs, tmp_path):
+    folder = _copy(runs, tmp_path, "oracle")
+    path = folder / "episodes.jsonl"
+    lines = path.read_text().splitlines(keepends=True)
+    path.write_text("{torn\n" + "".join(lines[1:]))  # summary.json still counts every episode
+    entry = load_board([folder]).entries[0]
+    counted = sum(cell.episodes for cell in entry.cells.values())
+    assert counted == len(lines) - 1 == entry.episodes
+    assert entry.score == summarize(_records(folder))["score"]
+
+
 # ---------------------------------------------------------------------------------- html
 def test_html_pages_escape_link_and_truncate(runs, tmp_path):
     root = tmp_path / "results"
