@@ -629,7 +629,7 @@ tbody tr:nth-child(even){background:#f3f6f9}
 td.num{text-align:right;white-space:nowrap}td.name{white-space:nowrap}
 .wrap{overflow-x:auto}
 .ci{color:#57606a;font-size:.85em}
-tr.reported td{font-style:italic}
+tr.reported td{font-style:italic}tr.ceiling td{color:#555;background:#f4f4f4}
 input,select{font-size:1em;padding:.25em .4em;margin-right:.6em}
 .episode{border:1px solid #c9d1d9;border-radius:6px;padding:.5em .8em;margin:.7em 0}
 .episode h3{font-size:1em;margin:.1em 0 .4em}
@@ -946,7 +946,8 @@ def render_html(board: Board, out: Path) -> list[Path]:
                 f'<span class="ci">{_ci(cell.ci95)}</span></td>'
             )
         cells.append(f'<td class="num" data-value="{entry.episodes}">{entry.episodes}</td>')
-        rows.append(f'<tr class="measured" data-run="{_e(entry.name)}">{"".join(cells)}</tr>')
+        kind = "measured ceiling" if entry.ceiling else "measured"
+        rows.append(f'<tr class="{kind}" data-run="{_e(entry.name)}">{"".join(cells)}</tr>')
     reported = board.reported
     names = [d["name"] for d in reported.datasets]
     rheads = ['<th data-type="text">agent (reported)</th>']

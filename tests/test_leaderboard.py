@@ -212,6 +212,7 @@ def test_html_pages_escape_link_and_truncate(runs, tmp_path):
     written = render_html(board, tmp_path / "site" / "board.html")
     page = written[0].read_text()
     assert "<b>direct" not in page and "&lt;b&gt;direct&amp;co" in page
+    assert '<tr class="measured ceiling" data-run="oracle">' in page
     assert not re.search(r"https?://|<link|src=", page)  # self-contained: nothing to fetch
     links = re.findall(r'href="([^"]+)"', page)
     assert len(links) == 4 and all(link.startswith("board-trajectories/") for link in links)
