@@ -64,6 +64,14 @@ def test_an_unreachable_cluster_address_fails_fast_with_a_clear_message(tmp_path
     assert done.returncode == 2 and time.monotonic() - started < 60
     assert f"cannot reach the Ray cluster at '127.0.0.1:{port}'" in done.stderr
     assert "ray start --head" in done.stderr and not (tmp_path / "episodes.jsonl").exists()
+    if os.environ.get("RAY_ADDRESS") or os.path.exists("/tmp/ray/ray_current_cluster"):
+        return  # a cluster runs on this machine: `auto` would find it
+    done = subprocess.run(
+        [sys.executable, "-m", "lumos_gym.cli", "evaluate", "--agent", "oracle", "--env",
+         "SVAMP-v0", "--limit", "1", "--ray", "auto", "--out", str(tmp_path)],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 2 and "cannot reach the Ray cluster at 'auto'" in done.stderr
 
 
 @pytest.fixture(scope="module")
