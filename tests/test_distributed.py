@@ -147,6 +147,9 @@ def test_chunks_spread_a_small_run_over_every_worker(local_ray):
     try:
         got = []
         counts = pool.run(specs, chunk=8, on_record=got.append)
+        # a worker that raises (a bug, not an episode's failure) stops the run with its error
+        with pytest.raises(DistributedError, match="a Ray worker failed: AttributeError: .*env_id"):
+            pool.run([None], chunk=1, on_record=got.append)
     finally:
         pool.close()
     assert sorted(r.task_id for r in got) == sorted(s.task_id for s in specs)
