@@ -244,6 +244,22 @@ def test_ray_workers_share_one_served_model(local_ray, tiny_model, tmp_path):
     assert run["ray"]["workers"] == 2
 
 
+def test_each_actor_loads_a_local_model_given_by_a_relative_path(local_ray, tiny_model, tmp_path,
+                                                                 monkeypatch):
+    from lumos_gym.agents.base import AgentConfig
+
+    # a relative path: actors on other nodes start in other folders, so it is made absolute
+    monkeypatch.chdir(tiny_model.parent)
+    options = ModelOptions(model=tiny_model.name, batch_size=2, options={"device": "cpu"})
+    config = AgentConfig(max_new_tokens=6, max_rounds=2)
+    for name, spread in (("local", {}), ("ray", {"ray": True, "workers": 2})):
+        evaluate("lumos-i", envs=["MathWord-v0"], limit=4, models=options, agent_config=config,
+                 out=tmp_path / name, progress=False, **spread)  # fmt: skip
+    assert _episodes(tmp_path / "ray") == _episodes(tmp_path / "local")
+    run = json.loads((tmp_path / "ray" / "run.json").read_text())
+    assert run["backends"]["planner"]["backend"] == "hf" and run["ray"]["workers"] == 2
+
+
 def test_an_existing_folder_needs_resume_with_or_without_ray(local_ray, tmp_path):
     evaluate("oracle", envs=["SVAMP-v0"], limit=1, out=tmp_path, progress=False)
     with pytest.raises(EvaluationError, match="already holds 1 episode; pass --resume"):
