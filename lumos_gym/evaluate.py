@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import inspect
 import json
 import os
 import platform
@@ -402,10 +403,25 @@ def plan_env(entry: SuiteEntry, *, seed: int | None = None, privileged: bool = F
     if privileged:
         # an agent that reads gold trajectories replays them as the env's checks do
         # (reference backends for model-backed tools), so it needs no model
+        if not _takes(type(unwrapped), "privileged"):
+            raise EvaluationError(
+                f"{entry.env_id} does not take privileged=True, which the oracle needs to read "
+                "gold actions: add `privileged: bool = False` to its __init__ and pass it on to "
+                "LumosEnv.__init__ (docs/adding-an-env.md)"
+            )
         kwargs.update({"privileged": True, **replay_options})
     specs = [EpisodeSpec(entry.env_id, t, kwargs, s) for t in task_ids for s in seeds]
     provenance.update({"task_ids": task_ids, "seeds": seeds})
     return EnvPlan(entry, specs, provenance)
+
+
+def _takes(cls: type, name: str) -> bool:
+    """Whether ``cls(...)`` accepts the keyword ``name`` (named, or through ``**kwargs``)."""
+    try:
+        parameters = inspect.signature(cls).parameters.values()
+    except (TypeError, ValueError):  # no signature to read: let the call decide
+        return True
+    return any(p.name == name or p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters)
 
 
 def episode_specs(

@@ -219,7 +219,7 @@ def test_env_accepts_explicit_tasks_and_limit():
     assert isinstance(env, LumosEnv)
 
 
-def test_the_adding_an_env_example_works():
+def test_the_adding_an_env_example_works(tmp_path):
     examples = Path(__file__).resolve().parents[1] / "docs" / "examples"
     sys.path.insert(0, str(examples))
     try:
@@ -232,5 +232,37 @@ def test_the_adding_an_env_example_works():
         env.reset(seed=0)
         obs, *_ = env.step("R1 = PriceLookup(caviar)")
         assert obs.startswith("Error:") and "apple" in obs
+        from lumos_gym.evaluate import evaluate
+
+        result = evaluate("oracle", envs=["lumos/Grocery-v0"], limit=3, out=tmp_path,
+                          progress=False)  # fmt: skip
+        assert result.summary["overall"]["mean"] == 1.0
+        assert {r["status"] for r in result.records} == {"completed"}
     finally:
         sys.path.remove(str(examples))
+
+
+class _NoPrivilege(LumosEnv):
+    """An env whose __init__ forgets to pass `privileged` on (the oracle cannot read gold)."""
+
+    task_type = "math"
+    default_tools = ("Calculator",)
+
+    def __init__(self, render_mode=None):
+        super().__init__(tasks=[Task(id="t0", question="1+1?", answer="2", task_type="math")],
+                         render_mode=render_mode)  # fmt: skip
+
+    def score(self, prediction, task):
+        return {"accuracy": float(prediction == task.answer)}
+
+
+def test_the_oracle_refuses_an_env_that_does_not_take_privileged():
+    from lumos_gym.evaluate import EvaluationError, SuiteEntry, plan_env
+
+    gym.register("lumos/NoPrivilege-v0", entry_point=_NoPrivilege)
+    try:
+        with pytest.raises(EvaluationError, match="does not take privileged=True.*adding-an-env"):
+            plan_env(SuiteEntry("lumos/NoPrivilege-v0"), privileged=True)
+        assert len(plan_env(SuiteEntry("lumos/NoPrivilege-v0")).specs) == 1  # other agents run
+    finally:
+        del gym.registry["lumos/NoPrivilege-v0"]

@@ -74,12 +74,16 @@ class GroceryEnv(LumosEnv):
     default_tools = ("PriceLookup", "Calculator")
     primary_metric = "accuracy"
 
-    def __init__(self, *, num_tasks: int = 10, seed: int = 0, render_mode: str | None = None):
+    def __init__(
+        self, *, num_tasks: int = 10, seed: int = 0, render_mode: str | None = None,
+        privileged: bool = False,
+    ):  # fmt: skip
         source = GeneratedSource(
             lambda: make_tasks(num_tasks, seed),
             {"generator": "grocery", "num_tasks": num_tasks, "seed": seed},
         )
-        super().__init__(tasks=source, render_mode=render_mode)
+        # privileged=True (the oracle, replay checks) puts each task's gold actions in `info`
+        super().__init__(tasks=source, render_mode=render_mode, privileged=privileged)
 
     def score(self, prediction: str, task: Task) -> dict[str, float]:
         """Score the answer with the math accuracy metric."""
