@@ -572,7 +572,7 @@ def test_an_init_adapter_for_the_same_base_starts_from_its_weights(
 
 
 # ------------------------------------------------------------------------------------- resume
-def test_resume_continues_from_the_last_checkpoint(tmp_path, tiny, records_file):
+def test_resume_continues_from_the_last_checkpoint(tmp_path, tiny, records_file, caplog):
     out = tmp_path / "run"
     first = train(_config(records_file, tiny, out, max_steps=4, save_steps=2, eval_fraction=0))
     assert first.report["steps"] == 4
@@ -584,8 +584,11 @@ def test_resume_continues_from_the_last_checkpoint(tmp_path, tiny, records_file)
     with pytest.raises(TrainingError, match="other settings .*lora_r: 8 -> 4"):
         train(_config(records_file, tiny, out, max_steps=6, save_steps=2, eval_fraction=0,
                       lora_r=4, resume=True))  # fmt: skip
-    resumed = train(_config(records_file, tiny, out, max_steps=6, save_steps=2, eval_fraction=0,
-                            resume=True))  # fmt: skip
+    with caplog.at_level("WARNING", logger="lumos_gym.training.trainer"):
+        resumed = train(_config(records_file, tiny, out, max_steps=6, save_steps=2,
+                                eval_fraction=0, resume=True))  # fmt: skip
+    assert "--max-steps 6 > 4: the linear learning-rate schedule" in caplog.text
+    assert "--init-adapter" in caplog.text
     assert resumed.report["resumed_from"].endswith("checkpoint-4")
     assert resumed.report["steps"] == 6
     # a run killed after its checkpoints, before the final adapter was written

@@ -199,6 +199,15 @@ def check_output_folder(
                 + "; ".join(changed)
                 + "); pass the same ones, or start a new run in another --out"
             )
+        if config.schedule != "constant" and (config.max_steps or 0) > (before.max_steps or 0):
+            # the schedule comes back from the checkpoint, computed for the old budget
+            logger.warning(
+                "--resume with --max-steps %s > %s: the %s learning-rate schedule restored from "
+                "the checkpoint was made for %s steps (a decay reaches 0 there), so the extra "
+                "steps learn little or nothing; to train longer, start a new run with "
+                "--init-adapter %s", config.max_steps, before.max_steps, config.schedule,
+                before.max_steps, out,
+            )  # fmt: skip
     return last
 
 
