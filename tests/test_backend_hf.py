@@ -513,6 +513,14 @@ def test_missing_model_folder(tmp_path: Path) -> None:
         HFBackend(str(tmp_path), device=CPU)
 
 
+def test_a_mistyped_relative_folder_is_not_fetched_from_the_hub(tmp_path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "runs").mkdir()
+    with pytest.raises(BackendError, match="'runs/planer' does not exist .*read as a path"):
+        resolve_model("runs/planer")  # shaped like a hub id, but runs/ is right here
+    assert resolve_model("someorg/some-model").local is False  # a hub id stays one
+
+
 def test_missing_adapter(tiny: Path, tmp_path: Path) -> None:
     with pytest.raises(BackendError, match="adapter 'default'.*does not exist"):
         HFBackend(str(tiny), device=CPU, adapter=tmp_path / "nope")

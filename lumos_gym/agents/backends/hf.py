@@ -177,6 +177,13 @@ def resolve_model(name: str) -> ModelSource:
     path = Path(name).expanduser()
     if path.exists() or not _HUB_ID.match(name):
         return ModelSource(name=name, path=str(check_model_folder(path)), local=True)
+    if path.parent.is_dir() and str(path.parent) not in ("", "."):
+        # `runs/planer` beside a `runs/` folder is a mistyped path, not a hub id to download
+        raise BackendError(
+            f"model folder {name!r} does not exist (a folder {str(path.parent)!r} is here, so "
+            f"this is read as a path); pass an existing folder, or, for the hub model of that "
+            "name, run from another folder"
+        )
     close = difflib.get_close_matches(name.lower(), list(ALIASES), n=1, cutoff=0.6)
     if close:
         raise BackendError(
