@@ -36,6 +36,12 @@ def test_convert_verify_and_export_the_math_envs(tmp_path, capsys):
     assert main(["export", str(tmp_path / "none.jsonl"), "--format", "cot",
                  "--out", str(tmp_path / "x.jsonl")]) == 2  # fmt: skip
     assert "no annotation file" in capsys.readouterr().err
+    # a training-record file given to export: not one annotation, so an error, not 0 records
+    assert main(["export", str(tmp_path / "cot.jsonl"), "--format", "cot",
+                 "--out", str(tmp_path / "y.jsonl")]) == 2  # fmt: skip
+    err = capsys.readouterr().err
+    assert "no annotation could be read" in err and "training records are already" in err
+    assert not (tmp_path / "y.jsonl").exists()
 
 
 def test_convert_with_a_model_keeps_every_rejection(tmp_path, capsys):

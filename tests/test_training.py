@@ -208,6 +208,9 @@ BAD_FILES = {
                   '{"role": "assistant", "content": "b"}]}', "{not json"], 2, "not JSON"),
     "annotation": ([{"task": "add 3 and 4", "subgoals": ["Calculate"], "actions": []}], 1,
                    "this is a unified annotation, not a training record; export it first"),
+    "converted": ([{"id": "g/0", "task": "add 3 and 4", "task_type": "math", "answer": "7",
+                    "subgoal_plan": "Subgoal 1: ...", "dataset": "gsm8k", "meta": {}}], 1,
+                  "this is a unified annotation, not a training record; export it first"),
     "role-order": ([{"messages": [{"role": "assistant", "content": "a"},
                                   {"role": "user", "content": "b"}]}], 1, "turns must alternate"),
     "no-assistant": ([{"messages": [{"role": "system", "content": "a"},
@@ -252,7 +255,7 @@ def test_a_missing_file_and_many_bad_lines(tmp_path, capsys, no_model_loads):
     with pytest.raises(TrainingError) as caught:
         read_records([many])
     message = str(caught.value)
-    assert "7 line(s)" in message and "(and 2 more)" in message
+    assert "7 line(s)" in message and "the first 5 of them" in message
     assert f"{many}:5: a line must be a JSON object" in message and f"{many}:6" not in message
     empty = _write_jsonl(tmp_path / "empty.jsonl", [""])
     with pytest.raises(TrainingError, match="holds no record"):

@@ -86,6 +86,12 @@ def export_files(
     rejected: list[Rejected] = []
     for item in export_records(annotations(), fmt, dataset=dataset):
         (rejected if isinstance(item, Rejected) else records).append(item)  # type: ignore[arg-type]
+    if unreadable and not records and not rejected:  # not one annotation: the wrong file
+        raise LumosGymError(
+            f"no annotation could be read from {', '.join(map(str, inputs))}: "
+            f"{len(unreadable)} unreadable line(s), e.g. {unreadable[0]}; export reads the "
+            "annotation files `lumos-gym convert` writes (training records are already exported)"
+        )
     write_records(records, out)
     if hf_dir is not None:
         save_hf_dataset(records, hf_dir)

@@ -115,7 +115,7 @@ def check_record(row: Any) -> str | None:
         return "a line must be a JSON object"
     messages = row.get("messages")
     if messages is None:
-        if "subgoals" in row and "task" in row:
+        if ("subgoals" in row or "subgoal_plan" in row) and ("task" in row or "question" in row):
             return ("this is a unified annotation, not a training record; export it first: "
                     "lumos-gym export ANNOTATIONS --format plan-iterative --out FILE")  # fmt: skip
         if "task_id" in row and "metrics" in row:
@@ -178,9 +178,9 @@ def read_records(paths: Sequence[str | Path]) -> list[Record]:
         if len(records) == before and not count:
             raise TrainingError(f"training file {str(path)!r} holds no record")
     if problems:
-        more = f" (and {count - len(problems)} more)" if count > len(problems) else ""
+        shown = f", the first {len(problems)} of them" if count > len(problems) else ""
         raise TrainingError(
-            f"{count} line(s) are not training records{more}:\n  " + "\n  ".join(problems)
+            f"{count} line(s) are not training records{shown}:\n  " + "\n  ".join(problems)
         )
     return records
 
