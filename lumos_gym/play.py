@@ -5,9 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-import gymnasium as gym
-
 from lumos_gym.envs.base import LumosEnv, observation_text
+from lumos_gym.envs.registration import make_env
 
 HELP = (
     "Type grounded actions, e.g. 'R1 = Calculator(48/2)' (several joined by '; '), and finish "
@@ -40,7 +39,7 @@ def play(
     """
     read = read if read is not None else input
     write = write if write is not None else print
-    env = gym.make(env_id, **(kwargs or {}))
+    env = make_env(env_id, **(kwargs or {}))
     base = env.unwrapped
     assert isinstance(base, LumosEnv)
     try:

@@ -32,6 +32,18 @@ def test_unknown_env_is_one_line(capsys):
     assert err.count("\n") == 1 and "GSM8K-v0" in err  # the suggestion
 
 
+@pytest.mark.parametrize(("args", "message"), [
+    (["check", "nomod:lumos/Tiny-v0"], "cannot import 'nomod' for 'nomod:lumos/Tiny-v0'"),
+    (["evaluate", "--agent", "oracle", "--env", "nomod:lumos/Tiny-v0"], "cannot import 'nomod'"),
+    (["check", "GSM8K-v0", "-k", "foo=1"], "cannot make lumos/GSM8K-v0 with {'foo': 1}: "),
+    (["play", "GSM8K-v0", "-k", "foo=1"], "unexpected keyword argument 'foo'"),
+])  # fmt: skip
+def test_a_bad_module_or_env_argument_is_one_line(args, message, capsys):
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1 and "Traceback" not in err
+
+
 def test_play_reads_actions_and_shows_metrics(monkeypatch, capsys):
     lines = ["", "R1 = Calculator(36*3/4)", "R2 = Bogus(1)"]
     typed = iter([*lines, "R2 = Calculator(36 - (R1 + 5)); Answer(R2)"])

@@ -10,6 +10,7 @@ import gymnasium as gym
 from gymnasium.utils.env_checker import check_env
 
 from lumos_gym.envs.base import LumosEnv, observation_text
+from lumos_gym.envs.registration import make_env
 from lumos_gym.envs.tasks import Task
 
 
@@ -72,7 +73,7 @@ def check_env_id(
         kwargs: constructor arguments for ``gymnasium.make``.
         replay_limit: replay at most this many tasks (default: every task with gold actions).
     """
-    env = gym.make(env_id, disable_env_checker=True, **(kwargs or {}))
+    env = make_env(env_id, disable_env_checker=True, **(kwargs or {}))
     base = env.unwrapped
     assert isinstance(base, LumosEnv)
     api_error = None

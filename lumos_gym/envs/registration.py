@@ -18,6 +18,7 @@ from typing import Any
 
 import gymnasium as gym
 
+from lumos_gym.errors import LumosGymError, RegistryError
 from lumos_gym.registry import Registry, import_object
 
 PLUGIN_GROUP = "lumos_gym.envs"
@@ -107,6 +108,22 @@ def load_plugins() -> tuple[str, ...]:
     return tuple(loaded)
 
 
+def make_env(env_id: str, **kwargs: Any) -> gym.Env:
+    """``gym.make(env_id, **kwargs)``, with an env that rejects its arguments as a clear error.
+
+    Raises:
+        LumosGymError: the env's constructor refused ``kwargs`` (a misspelt ``-k`` name...).
+    """
+    try:
+        return gym.make(env_id, **kwargs)
+    except LumosGymError:
+        raise
+    except TypeError as e:
+        shown = {k: v for k, v in kwargs.items() if k != "disable_env_checker"}
+        reason = str(e).split(" was raised from the environment creator")[0]
+        raise LumosGymError(f"cannot make {env_id} with {shown}: {reason}") from None
+
+
 def env_ids() -> list[str]:
     """Return every registered lumos-gym env id (plugins included), sorted."""
     load_plugins()
@@ -122,7 +139,13 @@ def resolve_env_id(spec: str) -> str:
     """
     module, sep, env_id = spec.rpartition(":")
     if sep and module:
-        importlib.import_module(module)
+        try:
+            importlib.import_module(module)
+        except ModuleNotFoundError as e:
+            raise RegistryError(
+                f"cannot import {e.name!r} for {spec!r}: the part before ':' names a module "
+                "that registers the env on import (on PYTHONPATH or installed)"
+            ) from None
         return env_id
     load_plugins()
     if spec not in ENVS and f"lumos/{spec}" in ENVS:
