@@ -57,7 +57,7 @@ from lumos_gym.envs.scenes import (
     scene_png,
 )
 from lumos_gym.envs.tasks import Task
-from lumos_gym.errors import DataError, ToolError
+from lumos_gym.errors import DataError, LumosGymError, ToolError
 from lumos_gym.tools import ToolContext
 from lumos_gym.tools.vqa import VQA, answer_scene_question, read_label, read_scene
 
@@ -363,8 +363,10 @@ def test_aokvqa_loader_keeps_every_field_and_shows_the_options(aokvqa):
         check_env(base, skip_render_check=True)
     assert [str(w.message) for w in caught] == []
     env.close()
-    test = VQADatasetEnv(dataset="aokvqa", split="test", path=folder, images=coco)
+    test = VQADatasetEnv(dataset="aokvqa", split="test", source=str(folder), images=coco)
     assert [t.answer for t in test.tasks] == ["", ""] and not test.tasks[0].meta["labeled"]
+    with pytest.raises(LumosGymError, match="give source= or path=, not both"):
+        VQADatasetEnv(dataset="aokvqa", split="test", source="a", path="b", images=coco)
     assert test.tasks[0].gold_actions == ()
     test.close()
 

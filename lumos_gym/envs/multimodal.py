@@ -389,6 +389,8 @@ class VQADatasetEnv(MultimodalEnv):
         path: A-OKVQA: the folder holding ``aokvqa_v1p0_<split>.json``, or that file;
             ScienceQA: the folder holding ``problems.json`` and ``pid_splits.json``, or
             ``problems.json``. Default: ``$LUMOS_GYM_CACHE/data/<dataset>``.
+        source: the same as ``path`` (the name the text envs use); ``"official"`` is the
+            default location.
         images: A-OKVQA: the COCO 2017 folder (holding ``train2017/``, ``val2017/``...),
             default ``$LUMOS_GYM_CACHE/data/coco``; ScienceQA: the folder holding
             ``<split>/<pid>/image.png``, default ``images/`` beside ``problems.json``.
@@ -407,9 +409,15 @@ class VQADatasetEnv(MultimodalEnv):
         split: str | None = None,
         path: str | Path | None = None,
         images: str | Path | None = None,
+        source: str | Path | None = None,
         **options: Any,
     ) -> None:
         from lumos_gym.envs import multimodal_data as data
+
+        if source not in (None, "official"):  # source=FILE, as the text envs take it
+            if path is not None and str(path) != str(source):
+                raise LumosGymError(f"give source= or path=, not both ({source!r}, {path!r})")
+            path = source
 
         if dataset not in MULTIMODAL_DATASETS:
             raise LumosGymError(f"dataset must be one of {MULTIMODAL_DATASETS}, got {dataset!r}")
