@@ -725,3 +725,11 @@ def test_a_huge_numeric_answer_is_wrong_not_an_overflow():
     assert not answers_match("9" * 900, "12")
     assert answers_match("9" * 900, "9" * 900)
     assert answers_match("12.0000001", "12") and not answers_match("12.01", "12")
+
+
+def test_a_split_the_bundled_sample_does_not_have_is_warned_about():
+    import gymnasium as gym
+
+    with pytest.warns(UserWarning, match="bundled sample gsm8k_sample.jsonl has no 'train' split"):
+        env = gym.make("lumos/GSM8K-v0", split="train")
+    env.close()

@@ -135,7 +135,8 @@ def code_source(
             return HumanEvalSource()
         return FileSource(source, loader, split=split, hint="pass the path of HumanEval.jsonl.gz")
     if source == "bundled":
-        return BundledSource(_BUNDLED_MBPP[variant], loader, split="sample")
+        return BundledSource(_BUNDLED_MBPP[variant], loader, split="sample",
+                             asked=(split, "test"))  # fmt: skip
     if source == "official":
         return FileSource(
             data.dataset_path("mbpp", variant),

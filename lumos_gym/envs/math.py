@@ -63,7 +63,7 @@ def math_source(dataset: str, *, split: str, source: str | Path) -> TaskSource:
     """
     loader = _LOADERS[dataset]
     if source == "bundled":
-        return BundledSource(_BUNDLED[dataset], loader, split="sample")
+        return BundledSource(_BUNDLED[dataset], loader, split="sample", asked=(split, "test"))
     if source == "official":
         return FileSource(
             data.dataset_path(dataset, split),

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import warnings
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from importlib import resources
@@ -91,10 +92,23 @@ class BundledSource(FileSource):
 
     kind = "bundled"
 
-    def __init__(self, filename: str, loader: Loader, *, split: str) -> None:
+    def __init__(
+        self, filename: str, loader: Loader, *, split: str, asked: tuple[str, str] | None = None
+    ) -> None:
+        """Point at ``filename``; ``asked`` is the split the env was given and its default.
+
+        A split other than the default gets a warning: the sample is one small split, and its
+        tasks are used whatever the split asked.
+        """
         path = Path(str(resources.files("lumos_gym.envs").joinpath("data", filename)))
         super().__init__(path, loader, split=split)
         self.filename = filename
+        if asked is not None and asked[0] != asked[1]:
+            warnings.warn(
+                f"the bundled sample {filename} has no {asked[0]!r} split, so its own tasks are "
+                f"used; pass source='official' (lumos-gym data download) for the real split",
+                stacklevel=4,
+            )
 
     def describe(self) -> dict[str, Any]:
         """Return the kind, the file name inside the package, the split and the SHA-256."""
