@@ -433,8 +433,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("name", nargs="?", default="all",
                    help="a dataset name (gsm8k, svamp, asdiv...) or 'all' (download, status)")
     p.add_argument("--out", default="data", help="build: the output folder")
-    p.add_argument("--num-tasks", type=int, default=200,
-                   help="build: procedural tasks per difficulty level")
+    p.add_argument("--num-tasks", type=positive_int, default=200,
+                   help="build: procedural tasks per difficulty level (default 200: the games "
+                   "take minutes to generate; 1 for a quick try)")
     p.add_argument("--split", action="append", default=[], help="only this split, repeatable")
     p.add_argument("--force", action="store_true", help="download again")
     p.set_defaults(func=cmd_data)
@@ -632,7 +633,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default="runs/reference", help="output folder")
     p.add_argument("--agents", default="lumos-i",
                    help="comma-separated: lumos-i, lumos-o, integrated, react, cot, direct")
-    p.add_argument("--num-tasks", type=int, default=200, help="data build size")
+    p.add_argument("--num-tasks", type=positive_int, default=200,
+                   help="data build size (default 200)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--base-model", default="smollm2-135m")
     p.add_argument("--threads", type=int, default=None, help="CPU threads for training")
@@ -658,6 +660,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; errors of lumos-gym print one line and exit with status 2."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    reconfigure = getattr(sys.stdout, "reconfigure", None)
+    if reconfigure is not None:  # a log file sees each line as it comes, not at exit
+        reconfigure(line_buffering=True)
     try:
         return int(args.func(args))
     except LumosGymError as e:
