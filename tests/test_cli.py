@@ -24,6 +24,7 @@ def test_check_one_env(capsys):
     assert main(["check", "GSM8K-v0", "--replay-limit", "3"]) == 0
     out = capsys.readouterr().out
     assert "lumos/GSM8K-v0: ok" in out and "oracle 3/3 at full reward" in out
+    assert out.startswith("lumos/GSM8K-v0: ok")  # the render check's frame is not printed
 
 
 def test_unknown_env_is_one_line(capsys):

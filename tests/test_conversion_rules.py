@@ -383,6 +383,8 @@ def test_bad_records_of_other_datasets():
     assert isinstance(next(convert_tasks([bad_asdiv], "asdiv")), Rejected)
     with pytest.raises(RegistryError):
         convert_tasks([], "gsm9k")
+    with pytest.raises(RegistryError, match="bamboogle has no rationales .* evaluation-only"):
+        convert_tasks([], "bamboogle")
 
 
 def test_verification_rejects_what_cannot_be_replayed():

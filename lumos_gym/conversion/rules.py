@@ -44,7 +44,7 @@ from lumos_gym.envs.math_data import (
 )
 from lumos_gym.envs.metrics import answers_match, to_fraction
 from lumos_gym.envs.tasks import Task
-from lumos_gym.errors import LumosGymError
+from lumos_gym.errors import LumosGymError, RegistryError
 from lumos_gym.registry import Registry
 
 __all__ = [
@@ -75,6 +75,8 @@ Converter = Callable[[Task], Annotation]
 
 #: The rule-based converter of each dataset name.
 CONVERTERS: Registry[Converter] = Registry("converter")
+#: Evaluation-only datasets: their files hold questions and answers, nothing to convert.
+_NO_RATIONALES = frozenset({"bamboogle"})
 
 Plan = list[tuple[str, list[str]]]
 
@@ -824,5 +826,10 @@ def convert_tasks(tasks: Iterable[Task], dataset: str) -> Iterator[Annotation | 
     Raises:
         RegistryError: an unknown dataset (raised at once, before any task is read).
     """
+    if dataset in _NO_RATIONALES and dataset not in CONVERTERS:
+        raise RegistryError(
+            f"{dataset} has no rationales or gold decompositions to convert: it is an "
+            "evaluation-only set (lumos-gym evaluate --env ...)"
+        )
     converter = CONVERTERS.get(dataset)
     return (_convert_one(converter, task, i) for i, task in enumerate(tasks))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import warnings
 from dataclasses import dataclass, field
 from typing import Any
@@ -79,8 +81,9 @@ def check_env_id(
     api_error = None
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        try:
-            check_env(base, skip_render_check=False, skip_close_check=True)
+        try:  # the render check draws a frame: kept off the report's output
+            with contextlib.redirect_stdout(io.StringIO()):
+                check_env(base, skip_render_check=False, skip_close_check=True)
         except Exception as e:  # report any checker failure as the env's result
             api_error = f"{type(e).__name__}: {e}"
     caught_messages = [str(w.message) for w in caught]

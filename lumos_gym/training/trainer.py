@@ -316,8 +316,8 @@ def prepare(config: TrainConfig) -> Prepared:
             f"{config.max_length} (longest: {stats.longest} tokens)"
         )
     if stats.dropped_no_target:
-        notes.append(f"{stats.dropped_no_target} records had no assistant token left and were "
-                     "dropped")  # fmt: skip
+        notes.append(f"{stats.dropped_no_target} record(s) had no assistant token left and "
+                     "were dropped")  # fmt: skip
     if config.lora_r is not None:
         model = _attach_lora(model, config)
     elif config.init_adapter:
