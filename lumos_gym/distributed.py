@@ -86,22 +86,18 @@ class EpisodeWorker:
         runner: Mapping[str, Any],
     ) -> None:
         from lumos_gym.envs import load_plugins
-        from lumos_gym.evaluate import BackendSet, build_backends, with_reference
+        from lumos_gym.evaluate import agent_backends
 
         load_plugins()
         self.agent = agent
-        self.built = BackendSet()
-        if backends is not None:
-            self.built.update(backends)
-        elif agent.roles:
-            if models.backend in ("hf", "vllm"):  # one loading bar per actor drowns the driver's
-                try:
-                    from transformers.utils import logging as hf_logging
+        if backends is None and agent.roles and models.backend in ("hf", "vllm"):
+            try:  # one loading bar per actor drowns the driver's
+                from transformers.utils import logging as hf_logging
 
-                    hf_logging.disable_progress_bar()
-                except ImportError:
-                    pass
-            self.built = build_backends(agent.roles, with_reference(agent.name, models))
+                hf_logging.disable_progress_bar()
+            except ImportError:
+                pass
+        self.built = agent_backends(agent, models, backends)
         self.runner = Runner(agent, self.built, **dict(runner))
 
     def describe(self, argv: Sequence[str] | None) -> dict[str, Any]:

@@ -35,6 +35,7 @@ from lumos_gym.agents.backends import BACKENDS
 from lumos_gym.agents.backends.base import Backend
 from lumos_gym.agents.base import Agent, AgentConfig
 from lumos_gym.agents.runner import EpisodeRecord, EpisodeSpec, Runner
+from lumos_gym.envs.registration import make_env
 from lumos_gym.errors import LumosGymError
 from lumos_gym.jsonl import append_jsonl, drop_partial_line, write_json_atomic
 from lumos_gym.results import (  # noqa: F401  (mean_se, format_table: re-exported)
@@ -359,12 +360,7 @@ def plan_env(entry: SuiteEntry, *, seed: int | None = None, privileged: bool = F
     kwargs = dict(entry.kwargs)
     if entry.max_steps is not None:
         kwargs["max_episode_steps"] = entry.max_steps  # taken by gymnasium.make
-    try:
-        env = gym.make(entry.env_id, **kwargs)
-    except LumosGymError:
-        raise
-    except Exception as e:
-        raise EvaluationError(f"cannot make {entry.env_id} with {kwargs}: {e}") from e
+    env = make_env(entry.env_id, **kwargs)
     try:
         unwrapped = env.unwrapped
         available = unwrapped.task_ids()
@@ -587,6 +583,22 @@ def build_backends(roles: Sequence[str], options: ModelOptions) -> BackendSet:
         backends.close()
         raise
     return backends
+
+
+def agent_backends(
+    agent: Agent, options: ModelOptions, backends: Mapping[str, Backend] | None = None
+) -> BackendSet:
+    """The backends of ``agent``'s roles (none for an agent without roles).
+
+    ``backends`` as given, else built from ``options``, with the agent's reference adapters
+    when no model is named.
+    """
+    built = BackendSet()
+    if backends is not None:
+        built.update(backends)
+    elif agent.roles:
+        built = build_backends(agent.roles, with_reference(agent.name, options))
+    return built
 
 
 # ------------------------------------------------------------------------------- results
@@ -962,11 +974,7 @@ def evaluate(
             described = pool.describe(argv)
             expected, run = described["fingerprint"], described["provenance"]
         else:
-            if backends is not None:
-                built.update(backends)
-            elif agent.roles:
-                options = with_reference(agent.name, models or ModelOptions())
-                built = build_backends(agent.roles, options)
+            built = agent_backends(agent, models or ModelOptions(), backends)
             expected, run = fingerprint(agent, built), provenance(agent, built, argv)
         check_resumable(out_dir, expected, shard)
         run["suite"] = (

@@ -211,12 +211,7 @@ class Entry:
     @property
     def ceiling(self) -> bool:
         """Whether the agent reads the gold answers (the oracle): a ceiling row, never ranked."""
-        from lumos_gym.agents import AGENTS
-
-        try:
-            return bool(getattr(AGENTS.get(self.agent), "needs_privileged_info", False))
-        except Exception:  # an agent this installation does not know
-            return False
+        return _reads_gold(self.agent)
 
     @property
     def rank_text(self) -> str:
@@ -355,6 +350,16 @@ def build_entry(name: str, dirs: Sequence[ResultsDir], envs: Iterable[str] | Non
     for record in sorted(records, key=lambda r: r["key"]):
         grouped.setdefault(record["env_id"], []).append(record)
     return Entry(name, list(dirs), grouped, cells, score)
+
+
+def _reads_gold(agent: str) -> bool:
+    """Whether the registered agent ``agent`` reads gold answers (False for an unknown one)."""
+    from lumos_gym.agents import AGENTS
+
+    try:
+        return bool(getattr(AGENTS.get(agent), "needs_privileged_info", False))
+    except LumosGymError:  # an agent this installation does not know
+        return False
 
 
 def _unique_names(groups: Sequence[list[ResultsDir]]) -> list[str]:
@@ -1172,15 +1177,10 @@ def _check_suite(run: Mapping[str, Any], run_path: Path, suite: str) -> list[str
 
 def _check_whole_suite(run: Mapping[str, Any], run_path: Path, suite: str) -> list[str]:
     """A submission runs every episode of the suite: no --limit, --seed or missing shard."""
-    from lumos_gym.agents import AGENTS
     from lumos_gym.evaluate import plan_env, spec_key, suite_entries
 
     described = run.get("agent")
-    name = described.get("name") if isinstance(described, Mapping) else None
-    try:
-        privileged = bool(getattr(AGENTS.get(str(name)), "needs_privileged_info", False))
-    except LumosGymError:  # an agent this installation does not know
-        privileged = False
+    privileged = _reads_gold(str(described.get("name") if isinstance(described, Mapping) else ""))
     try:
         keys = [spec_key(spec) for entry in suite_entries(suite=suite)
                 for spec in plan_env(entry, privileged=privileged).specs]  # fmt: skip

@@ -109,16 +109,16 @@ def load_plugins() -> tuple[str, ...]:
 
 
 def make_env(env_id: str, **kwargs: Any) -> gym.Env:
-    """``gym.make(env_id, **kwargs)``, with an env that rejects its arguments as a clear error.
+    """``gym.make(env_id, **kwargs)``, with an env that cannot be made as a clear error.
 
     Raises:
-        LumosGymError: the env's constructor refused ``kwargs`` (a misspelt ``-k`` name...).
+        LumosGymError: the env's constructor failed (a misspelt ``-k`` name, a bad value...).
     """
     try:
         return gym.make(env_id, **kwargs)
     except LumosGymError:
         raise
-    except TypeError as e:
+    except Exception as e:
         shown = {k: v for k, v in kwargs.items() if k != "disable_env_checker"}
         reason = str(e).split(" was raised from the environment creator")[0]
         raise LumosGymError(f"cannot make {env_id} with {shown}: {reason}") from None
