@@ -18,8 +18,8 @@ import subprocess
 import sys
 import time
 
-from lumos_gym.envs.code import score_submissions
-from lumos_gym.envs.code_data import load_humaneval
+from lumos_gym.envs.code.data import load_humaneval
+from lumos_gym.envs.code.official import score_submissions
 from lumos_gym.tools.program import CheckSpec, check_program
 from lumos_gym.tools.sandbox import run_python
 

@@ -22,10 +22,10 @@ import itertools
 import time
 from collections.abc import Callable, Sequence
 
-from lumos_gym.envs.alfworld import ALFWorldEnv
-from lumos_gym.envs.games import GameEnv
-from lumos_gym.envs.textworld import TextWorldEnv
-from lumos_gym.envs.twx import TextWorldExpressEnv, twx_available
+from lumos_gym.envs.games.alfworld import ALFWorldEnv
+from lumos_gym.envs.games.base import GameEnv
+from lumos_gym.envs.games.textworld import TextWorldEnv
+from lumos_gym.envs.games.twx import TextWorldExpressEnv, twx_available
 
 
 def compare(ours: Callable[[str], object], raw: Callable[[str], object],

@@ -17,8 +17,8 @@ import time
 from typing import Any
 
 from lumos_gym.actions import parse_action
-from lumos_gym.envs.mind2web import MIND2WEB_TOOLS, Mind2WebEnv
-from lumos_gym.envs.mind2web_data import score_step
+from lumos_gym.envs.web.mind2web import MIND2WEB_TOOLS, Mind2WebEnv
+from lumos_gym.envs.web.mind2web_data import score_step
 from lumos_gym.retrieval.embed import TransformerEmbedder, default_model_path
 from lumos_gym.tools.mind2web import EmbedRanker, make_ranker, select_query, top_candidate
 
@@ -114,7 +114,7 @@ def main() -> None:
     for row in measure(args.seconds):
         ours, raw = row["ours_steps_per_s"], row["raw_steps_per_s"]
         print(f"{row['env']:<20} {row['engine']:<34} ours {ours:8.1f}/s  raw {raw:8.1f}/s  "
-              f"overhead {(raw / ours - 1) * 100:5.1f}%")  # fmt: skip
+              f"overhead {(raw / ours - 1) * 100:5.1f}%")
 
 
 if __name__ == "__main__":

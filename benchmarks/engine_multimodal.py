@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from lumos_gym.actions import parse_action
-from lumos_gym.envs.scenes import Scene, ScenesEnv, render_scene
+from lumos_gym.envs.multimodal.scenes import Scene, ScenesEnv, render_scene
 from lumos_gym.tools.vqa import VQA_PROMPT, answer_scene_question, read_scene
 
 HERE = Path(__file__).resolve().parent
@@ -83,14 +83,14 @@ def _raw_hf(loaded: tuple[Any, Any], plans: list, seconds: float, max_new_tokens
                 messages = [{"role": "user", "content": [
                     {"type": "image"},
                     {"type": "text", "text": VQA_PROMPT.format(question=question)},
-                ]}]  # fmt: skip
+                ]}]
                 text = processor.apply_chat_template(messages, add_generation_prompt=True,
-                                                     tokenize=False)  # fmt: skip
+                                                     tokenize=False)
                 with torch.inference_mode():
                     inputs = processor(images=[image], text=[text], return_tensors="pt")
                     out = model.generate(**inputs, max_new_tokens=max_new_tokens, do_sample=False)
                 processor.batch_decode(out[:, inputs["input_ids"].shape[1] :],
-                                       skip_special_tokens=True)  # fmt: skip
+                                       skip_special_tokens=True)
                 steps += 1
     return steps / (time.perf_counter() - started)
 
@@ -130,13 +130,13 @@ def measure(
     _ours(env, plans, 0.2), _raw_scene(plans, 0.2)  # warm up
     ours, raw = _best_of(lambda s: _ours(env, plans, s), lambda s: _raw_scene(plans, s), seconds)
     rows.append({"env": "lumos/Scenes-v0", "engine": "VQA scene backend (pixels)",
-                 "ours_steps_per_s": ours, "raw_steps_per_s": raw})  # fmt: skip
+                 "ours_steps_per_s": ours, "raw_steps_per_s": raw})
     env.close()
     with tempfile.TemporaryDirectory() as tmp:
         folder = vqa_model or _tiny_model(Path(tmp) / "tiny-vlm")
         env = ScenesEnv(num_tasks=1, kinds=["count_colour", "colour_of", "read_card"],
                         vqa_backend="hf", vqa_model=folder,
-                        vqa_options={"max_new_tokens": max_new_tokens})  # fmt: skip
+                        vqa_options={"max_new_tokens": max_new_tokens})
         plans = _questions(env)
         loaded = _load_hf(folder)
         _ours(env, plans, 0.5), _raw_hf(loaded, plans, 0.5, max_new_tokens)  # warm up
@@ -144,7 +144,7 @@ def measure(
                              lambda s: _raw_hf(loaded, plans, s, max_new_tokens), seconds)
         rows.append({"env": "lumos/Scenes-v0 (hf VQA)",
                      "engine": "transformers generate" + ("" if vqa_model else " (tiny LLaVA)"),
-                     "ours_steps_per_s": ours, "raw_steps_per_s": raw})  # fmt: skip
+                     "ours_steps_per_s": ours, "raw_steps_per_s": raw})
         env.close()
     return rows
 
@@ -158,7 +158,7 @@ def main() -> None:
     for row in measure(args.seconds, vqa_model=args.vqa_model):
         ours, raw = row["ours_steps_per_s"], row["raw_steps_per_s"]
         print(f"{row['env']:<26} {row['engine']:<36} ours {ours:8.1f}/s  raw {raw:8.1f}/s  "
-              f"overhead {(raw / ours - 1) * 100:5.1f}%")  # fmt: skip
+              f"overhead {(raw / ours - 1) * 100:5.1f}%")
 
 
 if __name__ == "__main__":

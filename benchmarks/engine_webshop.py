@@ -2,7 +2,7 @@
 
 The raw engine is the shop site itself: for each episode the env plays (the expert's actions),
 the benchmark records the page URLs the env's session fetched, then fetches the same URLs with
-a bare :class:`~lumos_gym.envs.shop.server.ShopClient` in a session holding the same goal. Both
+a bare :class:`~lumos_gym.envs.web.shop.server.ShopClient` in a session holding the same goal. Both
 sides count the time of the steps only (not the resets that open sessions), on the same server
 in the same run, and report steps per second over the same action sequence:
 
@@ -21,9 +21,9 @@ import sys
 import time
 from typing import Any
 
-from lumos_gym.envs.shop.reward import Goal
-from lumos_gym.envs.shop.server import ShopClient
-from lumos_gym.envs.webshop import WebShopEnv
+from lumos_gym.envs.web.shop.server import ShopClient
+from lumos_gym.envs.web.webshop import WebShopEnv
+from lumos_gym.scoring.webshop import Goal
 
 ENGINE = "shop site (FastAPI + uvicorn on loopback, httpx client)"
 
@@ -35,7 +35,7 @@ def _webshop_actions(task: Any) -> list[str]:
 
 
 def _play(env: WebShopEnv, plans: list[tuple[Any, list[str]]], seconds: float) -> tuple[
-        int, float, list[tuple[Goal, list[str]]]]:  # fmt: skip
+        int, float, list[tuple[Goal, list[str]]]]:
     steps, spent, episodes = 0, 0.0, []
     for task, actions in itertools.cycle(plans):
         if spent >= seconds:
@@ -50,7 +50,7 @@ def _play(env: WebShopEnv, plans: list[tuple[Any, list[str]]], seconds: float) -
             steps += 1
         assert terminated, f"{task.id}: the expert did not buy"
         urls = [u.replace(f"/s/{session.session_id}/", "/s/{sid}/") for u in
-                session.visited[start:]]  # fmt: skip
+                session.visited[start:]]
         episodes.append((Goal.from_dict(task.meta["goal"]), urls, len(actions)))
     return steps, spent, episodes
 
@@ -94,7 +94,7 @@ def measure(seconds: float = 5.0, *, rounds: int = 5) -> list[dict[str, Any]]:
                 raw = max(raw, raw_steps / raw_time)
             rows.append({"env": "lumos/WebShop-v0", "engine": ENGINE, "grammar": grammar,
                          "ours_steps_per_s": round(ours, 1), "raw_steps_per_s": round(raw, 1),
-                         "overhead": round(raw / ours - 1.0, 3)})  # fmt: skip
+                         "overhead": round(raw / ours - 1.0, 3)})
         client.close()
     finally:
         env.close()

@@ -66,7 +66,7 @@ def run(args: argparse.Namespace) -> None:
     memory = seconds(lambda: bm25.get_index(corpus))
     index = bm25.get_index(corpus)
     print(f"index build: cold {cold:.2f} s, disk cache {disk * 1e3:.1f} ms, "
-          f"memory cache {memory * 1e6:.0f} us")  # fmt: skip
+          f"memory cache {memory * 1e6:.0f} us")
 
     # -- KnowledgeQuery through the tool against raw bm25s ---------------------------------------
     rng = random.Random(0)
@@ -127,10 +127,10 @@ def run(args: argparse.Namespace) -> None:
     retrieve(embed_tools, "warm up *** one line")
     med, p90 = per_call_ms(lambda c: retrieve(embed_tools, c), [(c,) for c in contexts])
     print(f"ParagraphRetrieve embed: median {med:.1f} ms, p90 {p90:.1f} ms per call "
-          f"(40 new lines; model load {load:.1f} s)")  # fmt: skip
+          f"(40 new lines; model load {load:.1f} s)")
     med, p90 = per_call_ms(lambda c: retrieve(embed_tools, c), [(c,) for c in contexts])
     print(f"ParagraphRetrieve embed: median {med:.1f} ms, p90 {p90:.1f} ms per call "
-          "(same lines again: embeddings cached)")  # fmt: skip
+          "(same lines again: embeddings cached)")
 
 
 if __name__ == "__main__":

@@ -17,9 +17,9 @@ import time
 
 import lumos_gym  # noqa: F401
 from lumos_gym.agents import make_agent
-from lumos_gym.agents.backends.hf import HFBackend
 from lumos_gym.agents.runner import Runner
-from lumos_gym.evaluate import SuiteEntry, episode_specs
+from lumos_gym.leaderboard.evaluate import SuiteEntry, episode_specs
+from lumos_gym.models.hf import HFBackend
 
 
 def run_once(backend, batch_size, specs, max_new_tokens):
@@ -67,7 +67,7 @@ def main():
             total = max(env + tools + model, 1e-9)
             rows.append((cache, batch_size, len(records) / wall * 60, tokens / wall,
                          baseline[0] / wall, outputs == baseline[1], env / total,
-                         tools / total, model / total))  # fmt: skip
+                         tools / total, model / total))
     print(f"{'prefix cache':>12}  {'batch':>5}  {'episodes/min':>12}  {'tokens/s':>8}  "
           f"{'speed-up':>8}  {'same outputs':>12}  {'env':>6}  {'tools':>6}  {'model':>6}")
     for cache, b, epm, tps, up, same, env, tools, model in rows:

@@ -1,6 +1,6 @@
 """Scale-out: the same evaluation in one process and on Ray actors (``evaluate --ray``).
 
-Runs ``lumos_gym.evaluate.evaluate`` twice on one suite, in this process and then with
+Runs ``lumos_gym.leaderboard.evaluate.evaluate`` twice on one suite, in this process and then with
 ``ray=True, workers=N`` (a local Ray instance started for it, its start-up timed apart), and
 prints the wall time of each, the speed-up, and whether the two runs wrote the same episodes
 (status, reward, prediction and every turn) and the same summary apart from timing and
@@ -26,14 +26,14 @@ import time
 from pathlib import Path
 
 from lumos_gym.agents.base import AgentConfig
-from lumos_gym.evaluate import ModelOptions, evaluate
-from lumos_gym.results import comparable
+from lumos_gym.leaderboard.evaluate import ModelOptions, evaluate
+from lumos_gym.leaderboard.results import comparable
 
 
 def episodes(folder: Path) -> list[tuple]:
     rows = [json.loads(line) for line in (folder / "episodes.jsonl").open()]
     return sorted((r["key"], r["status"], r["reward"], r["prediction"],
-                   json.dumps(r["turns"], sort_keys=True)) for r in rows)  # fmt: skip
+                   json.dumps(r["turns"], sort_keys=True)) for r in rows)
 
 
 @contextlib.contextmanager
@@ -48,7 +48,7 @@ def server(model: str):
         [sys.executable, "-m", "lumos_gym.cli", "serve", "--model", model, "--port", str(port),
          "--served-model-name", "served"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+    )
     try:
         deadline = time.monotonic() + 300
         while True:
@@ -84,10 +84,10 @@ def main() -> None:
         if args.served:
             url = stack.enter_context(server(args.model))
             models = ModelOptions(backend="openai", base_url=url, model="served",
-                                  batch_size=args.batch_size)  # fmt: skip
+                                  batch_size=args.batch_size)
         out = Path(stack.enter_context(tempfile.TemporaryDirectory()))
         common = {"envs": args.env, "suite": suite, "limit": args.limit, "models": models,
-                  "agent_config": config, "progress": False}  # fmt: skip
+                  "agent_config": config, "progress": False}
         started = time.perf_counter()
         local = evaluate(args.agent, out=out / "local", **common)
         local_s = time.perf_counter() - started
@@ -96,12 +96,12 @@ def main() -> None:
 
         started = time.perf_counter()
         ray.init(num_cpus=args.workers, include_dashboard=False, log_to_driver=False,
-                 configure_logging=True, logging_level="ERROR")  # fmt: skip
+                 configure_logging=True, logging_level="ERROR")
         init_s = time.perf_counter() - started
         try:
             started = time.perf_counter()
             spread = evaluate(args.agent, out=out / "ray", ray=True, workers=args.workers,
-                              **common)  # fmt: skip
+                              **common)
             ray_s = time.perf_counter() - started
         finally:
             ray.shutdown()
@@ -116,11 +116,11 @@ def main() -> None:
     print(f"{what}: {n} episodes, {backend}")
     print(f"  one process (batch {args.batch_size}):  {local_s:7.1f} s")
     print(f"  Ray, {args.workers} workers:          {ray_s:7.1f} s  "
-          f"(+ {init_s:.1f} s to start Ray)")  # fmt: skip
+          f"(+ {init_s:.1f} s to start Ray)")
     with_start = local_s / (ray_s + init_s)
     print(f"  speed-up: {local_s / ray_s:.2f}x (with Ray's start: {with_start:.2f}x)")
     print(f"  same episodes: {same_episodes}; same summary (timing, provenance apart): "
-          f"{same_summary}")  # fmt: skip
+          f"{same_summary}")
 
 
 if __name__ == "__main__":

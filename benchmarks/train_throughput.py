@@ -39,7 +39,7 @@ from transformers import logging as hf_logging
 from transformers.trainer_pt_utils import get_length_grouped_indices
 
 from lumos_gym import prompts
-from lumos_gym.agents.backends import hf
+from lumos_gym.models import hf
 from lumos_gym.training import RECIPES, config_from_recipe
 from lumos_gym.training.collate import (
     PackedCollator,
@@ -66,7 +66,7 @@ def synthetic_records(count: int, *, max_length: int, seed: int) -> list[dict]:
 
     def words(n: int) -> str:
         return " ".join(rng.choice(WORDS) if rng.random() < 0.8 else str(rng.randint(0, 999))
-                        for _ in range(max(1, n)))  # fmt: skip
+                        for _ in range(max(1, n)))
 
     records = []
     for i in range(count):
@@ -79,7 +79,7 @@ def synthetic_records(count: int, *, max_length: int, seed: int) -> list[dict]:
             share = total // turns
             messages.append({"role": "user", "content": f"Task: {words(share * 3 // 5)}"})
             messages.append({"role": "assistant",
-                             "content": f"Subgoal {t + 1}: {words(share * 2 // 5)}"})  # fmt: skip
+                             "content": f"Subgoal {t + 1}: {words(share * 2 // 5)}"})
         records.append({"dataset": "synthetic", "id": f"synthetic-{i}", "messages": messages})
     return records
 
@@ -98,7 +98,7 @@ def save_tiny_model(folder: Path, texts: list[str], max_length: int) -> str:
             vocab_size=512, special_tokens=["<pad>", "<|endoftext|>"], show_progress=False,
             initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         ),
-    )  # fmt: skip
+    )
     tokenizer = PreTrainedTokenizerFast(
         tokenizer_object=raw, pad_token="<pad>", eos_token="<|endoftext|>"
     )
@@ -108,7 +108,7 @@ def save_tiny_model(folder: Path, texts: list[str], max_length: int) -> str:
         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=max_length,
         tie_word_embeddings=False, pad_token_id=tokenizer.pad_token_id,
         eos_token_id=tokenizer.eos_token_id, bos_token_id=None,
-    )  # fmt: skip
+    )
     LlamaForCausalLM(config).save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return str(folder)
@@ -122,7 +122,7 @@ def load_tokenizer(name: str):
 
 
 def choose_records(path: Path, tokenizer, *, steps: int, batch_size: int, max_length: int,
-                   seed: int) -> int:  # fmt: skip
+                   seed: int) -> int:
     """The fewest records (in the order the trainer draws them) that pack into ``steps`` steps."""
     records, _ = split_records(read_records([path]), eval_fraction=0.0, seed=seed)
     eos = tokenizer.eos_token or "</s>"
@@ -172,13 +172,13 @@ def measure(name: str, batches, stamps, mean_loss: float, batch_size: int) -> Ru
     """Figures of the steps after the first (``stamps``: the time each step ended)."""
     timed = [row for batch in batches[1:] for row in batch]
     records = sum(row["position_ids"].count(0) if "position_ids" in row else 1
-                  for batch in batches for row in batch)  # fmt: skip
+                  for batch in batches for row in batch)
     return Run(
         name=name, steps=len(batches) - 1, records=records,
         tokens=sum(len(row["input_ids"]) for row in timed),
         padding=padding_fraction(timed, batch_size), seconds=stamps[-1] - stamps[0],
         mean_loss=mean_loss,
-    )  # fmt: skip
+    )
 
 
 class RecordingCollator:
@@ -212,7 +212,7 @@ def run_trainer(config) -> tuple[Run, list[list[dict]]]:
     output = trainer.train()
     batches = recorder.batches[: trainer.state.global_step]
     run = measure("packed, lumos-gym trainer", batches, timer.stamps, output.training_loss,
-                  config.batch_size)  # fmt: skip
+                  config.batch_size)
     return run, batches
 
 
@@ -232,7 +232,7 @@ def run_loop(name: str, config, make_batches, *, pack: bool) -> Run:
     schedule = get_scheduler(
         config.schedule, optimizer, num_warmup_steps=args.get_warmup_steps(len(batches)),
         num_training_steps=len(batches),
-    )  # fmt: skip
+    )
     stamps, losses = [], []
     for rows in batches:
         # no KV cache, as the trainer sets it: with a cache transformers ignores the restarts
@@ -268,10 +268,10 @@ def main() -> None:
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--data", help="training records (lumos-gym export or data build)")
     source.add_argument("--synthetic", type=int, metavar="N",
-                        help="generate N Tulu-format records of varied lengths")  # fmt: skip
+                        help="generate N Tulu-format records of varied lengths")
     parser.add_argument("--model", default="smollm2-135m")
     parser.add_argument("--tiny", action="store_true",
-                        help="a tiny random Llama instead of --model (a smoke test)")  # fmt: skip
+                        help="a tiny random Llama instead of --model (a smoke test)")
     parser.add_argument(
         "--steps",
         type=int,
@@ -307,17 +307,17 @@ def run(args: argparse.Namespace, tmp: Path) -> None:
         base = args.model
     tokenizer = load_tokenizer(base)
     count = choose_records(data, tokenizer, steps=args.steps, batch_size=args.batch_size,
-                           max_length=args.max_length, seed=args.seed)  # fmt: skip
+                           max_length=args.max_length, seed=args.seed)
     config = config_from_recipe(
         RECIPE, data=[str(data)], base_model=base, out=str(tmp / "out"), lora_r=args.lora,
         max_length=args.max_length, batch_size=args.batch_size, grad_accum=1, epochs=1.0,
         eval_fraction=0.0, save_steps=10**9, report_to="none", max_records=count,
         threads=args.threads, seed=args.seed, pack=True,  # the trainer's run is the packed one
-    )  # fmt: skip
+    )
     print(f"model {'tiny random Llama' if args.tiny else base}, LoRA r={config.lora_r}, "
           f"{config.batch_size} rows a step, max length {config.max_length}, "
           f"{torch.get_num_threads()} threads; {count} records of "
-          f"{'synthetic data' if args.synthetic else data}")  # fmt: skip
+          f"{'synthetic data' if args.synthetic else data}")
 
     trainer_run, packed = run_trainer(dataclasses.replace(config, out=str(tmp / "trainer")))
     if len(packed) < 2:
@@ -333,9 +333,9 @@ def run(args: argparse.Namespace, tmp: Path) -> None:
     ]
     for order, name in (("length", "padded, grouped by length"), ("random", "padded, random")):
         make = functools.partial(padded_batches, order=order, batch_size=config.batch_size,
-                                 seed=config.seed)  # fmt: skip
+                                 seed=config.seed)
         runs.append(run_loop(name, dataclasses.replace(config, out=str(tmp / order)), make,
-                             pack=False))  # fmt: skip
+                             pack=False))
 
     print(
         f"{'run (one pass over the same records)':<38} {'steps':>5} {'records':>7} "
@@ -352,7 +352,7 @@ def run(args: argparse.Namespace, tmp: Path) -> None:
     print(f"packing: {loop.tokens_per_second / grouped.tokens_per_second:.2f}x the tokens/s of "
           f"length-grouped padding, {loop.tokens_per_second / padded.tokens_per_second:.2f}x of "
           f"random-order padding; our trainer against the hand loop on the same "
-          f"{loop.steps} batches: {overhead:+.1%} time (aim: under +10%)")  # fmt: skip
+          f"{loop.steps} batches: {overhead:+.1%} time (aim: under +10%)")
 
 
 if __name__ == "__main__":

@@ -382,3 +382,22 @@ def last_variable(names: Iterable[str]) -> str | None:
         return "Output"
     numbered = [n for n in names if n.startswith("R")]
     return max(numbered, key=_variable_order) if numbered else None
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """What a grounding prompt says about a tool.
+
+    Attributes:
+        name: the action name, e.g. ``"Calculator"``.
+        signature: the Lumos signature, e.g. ``"Calculator(formula)"``.
+        doc: the one-line description, e.g. ``"Calculate the input formula"``.
+    """
+
+    name: str
+    signature: str
+    doc: str
+
+    def describe(self) -> str:
+        """Return ``"Signature: doc"`` as the Lumos grounding instructions list tools."""
+        return f"{self.signature}: {self.doc}"

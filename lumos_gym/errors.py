@@ -55,3 +55,15 @@ class DataError(LumosGymError):
 
 class BackendError(LumosGymError):
     """A model backend failed (unreachable server, bad model name, generation error)."""
+
+
+class EvaluationError(LumosGymError):
+    """The evaluation cannot start: a bad suite, env, model or results folder."""
+
+
+class ModelSpecError(BackendError, EvaluationError):
+    """Models asked for with settings their backend cannot take.
+
+    No server URL, adapters on a served model, an adapter folder named twice: it stops an
+    evaluation before it starts, so it is an :class:`EvaluationError` too.
+    """

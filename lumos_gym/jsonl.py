@@ -90,3 +90,8 @@ def publish_folder(dest: str | Path, fill: Callable[[Path], bool]) -> bool:
         return True
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+
+
+def cache_root() -> Path:
+    """Return the lumos-gym cache folder (``$LUMOS_GYM_CACHE`` or ``~/.cache/lumos-gym``)."""
+    return Path(os.environ.get("LUMOS_GYM_CACHE", "~/.cache/lumos-gym")).expanduser()

@@ -23,7 +23,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 
-from lumos_gym.tools.base import ToolSpec
+from lumos_gym.actions import ToolSpec
 
 Message = dict[str, str]
 

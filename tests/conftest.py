@@ -21,7 +21,7 @@ try:  # the tiny-model builders need the hf extra; the scripted backend does not
 except ImportError:  # pragma: no cover - depends on the installed extras
     torch = None
 
-from lumos_gym.agents.backends.base import (
+from lumos_gym.models.base import (
     Backend,
     BackendInfo,
     Completion,
@@ -51,7 +51,7 @@ class ScriptedBackend(Backend):
             completions.append(
                 Completion(text, "stop", input_tokens=len(request.prompt or "") // 4,
                            output_tokens=max(1, len(text) // 4), model_id="scripted")
-            )  # fmt: skip
+            )
         return completions
 
     def info(self) -> BackendInfo:
@@ -156,7 +156,7 @@ def served(model_folder, name: str = "tiny"):
         [sys.executable, "-m", "lumos_gym.cli", "serve", "--model", str(model_folder),
          "--served-model-name", name, "--port", str(port), "--device", "cpu"],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-    )  # fmt: skip
+    )
     try:
         deadline = time.monotonic() + 60
         while True:

@@ -8,8 +8,8 @@ from conftest import ScriptedBackend, turn_number
 import lumos_gym  # noqa: F401  (registers the envs)
 from lumos_gym import prompts
 from lumos_gym.agents import AGENTS, make_agent
-from lumos_gym.agents.backends.base import Completion
 from lumos_gym.agents.runner import STATUSES, EpisodeSpec, Runner
+from lumos_gym.models.base import Completion
 
 ENV = "lumos/GSM8K-v0"
 TASK_ID = "gsm8k/sample/0"  # Lena's 36 muffins: sells 3/4, then 5 more; 4 are left
@@ -154,7 +154,7 @@ def test_batching_sends_all_pending_asks_together():
     grounder = ScriptedBackend(by_turn(GROUNDED))
     specs = [spec(f"gsm8k/sample/{i}") for i in range(8)]
     records = run(make_agent("lumos-i"), {"planner": backend, "grounder": grounder}, specs,
-                  max_in_flight=8)  # fmt: skip
+                  max_in_flight=8)
     assert len(records) == 8
     assert [len(b) for b in backend.batches] == [8, 8]
     assert [len(b) for b in grounder.batches] == [8]
@@ -180,7 +180,7 @@ def test_backend_failure_and_context_limit_become_statuses():
     class TooLong(ScriptedBackend):
         def generate(self, requests):
             return [Completion("", "error", error="prompt exceeds the context length of 8")
-                    for _ in requests]  # fmt: skip
+                    for _ in requests]
 
     records = run(make_agent("direct"), {"policy": TooLong(str)}, [spec()])
     assert records[0].status == "context-limit"
@@ -188,17 +188,17 @@ def test_backend_failure_and_context_limit_become_statuses():
 
 def test_env_error_and_invalid_action_limit():
     records = run(make_agent("direct"), {"policy": ScriptedBackend(str)},
-                  [EpisodeSpec(ENV, "no-such-task")])  # fmt: skip
+                  [EpisodeSpec(ENV, "no-such-task")])
     assert records[0].status == "env-error"
     react = make_agent("react", max_rounds=10)
     records = run(react, {"policy": ScriptedBackend(lambda r: "Action: R1 = Nope(1)")}, [spec()],
-                  max_invalid_actions=3)  # fmt: skip
+                  max_invalid_actions=3)
     assert records[0].status == "invalid-action-limit"
 
 
 def test_registry_lists_the_seven_agents():
     assert set(AGENTS.names()) == {
         "lumos-i", "lumos-o", "integrated", "react", "cot", "direct", "oracle",
-    }  # fmt: skip
+    }
     with pytest.raises(KeyError, match="Did you mean .*'lumos-i'"):
         make_agent("lumos-j")

@@ -35,9 +35,10 @@ from transformers import (  # noqa: E402
     AutoTokenizer,
 )
 
-from lumos_gym.agents.backends import BACKENDS, make_backend  # noqa: E402
-from lumos_gym.agents.backends.base import Completion, GenerationRequest  # noqa: E402
-from lumos_gym.agents.backends.hf import (  # noqa: E402
+from lumos_gym.errors import BackendError, RegistryError  # noqa: E402
+from lumos_gym.models import BACKENDS, make_backend  # noqa: E402
+from lumos_gym.models.base import Completion, GenerationRequest  # noqa: E402
+from lumos_gym.models.hf import (  # noqa: E402
     HFBackend,
     PrefixCache,
     alias_cache_dir,
@@ -52,10 +53,9 @@ from lumos_gym.agents.backends.hf import (  # noqa: E402
     save_safetensors_copy,
     trim_completion,
 )
-from lumos_gym.agents.backends.openai_backend import OpenAIBackend  # noqa: E402
-from lumos_gym.agents.backends.vllm_backend import VLLMBackend  # noqa: E402
-from lumos_gym.errors import BackendError, RegistryError  # noqa: E402
-from lumos_gym.serve import create_app  # noqa: E402
+from lumos_gym.models.openai_backend import OpenAIBackend  # noqa: E402
+from lumos_gym.models.serve import create_app  # noqa: E402
+from lumos_gym.models.vllm_backend import VLLMBackend  # noqa: E402
 
 PROMPTS = [
     "the planner",
@@ -466,7 +466,7 @@ def test_a_failing_prefix_cache_turns_itself_off(
 
     monkeypatch.setattr(PrefixCache, "assemble", broken)
     requests = [greedy(HEAD + tail, 8) for tail in TAILS[:4]]
-    with caplog.at_level("WARNING", logger="lumos_gym.agents.backends.hf"):
+    with caplog.at_level("WARNING", logger="lumos_gym.models.hf"):
         assert cached.generate(requests) == uncached.generate(requests)
     assert "the prefix cache failed (RuntimeError: no such layout)" in caplog.text
     assert cached.prefix_cache is None
@@ -563,7 +563,7 @@ def test_registry_and_make_backend(tiny: Path) -> None:
 
 def test_importing_lumos_gym_imports_no_model_library() -> None:
     code = (
-        "import sys, lumos_gym, lumos_gym.agents.backends\n"
+        "import sys, lumos_gym, lumos_gym.models\n"
         "heavy = {'torch', 'transformers', 'vllm', 'openai', 'httpx', 'peft'}\n"
         "print(sorted(heavy & set(sys.modules)))\n"
     )

@@ -21,15 +21,15 @@ import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
-from lumos_gym.agents.backends.base import Backend, BackendInfo, Completion, GenerationRequest
-from lumos_gym.agents.backends.openai_backend import (
+from lumos_gym.errors import BackendError
+from lumos_gym.models.base import Backend, BackendInfo, Completion, GenerationRequest
+from lumos_gym.models.openai_backend import (
     OpenAIBackend,
     cut_at_stop,
     normalise_base_url,
     retry_after_seconds,
 )
-from lumos_gym.errors import BackendError
-from lumos_gym.serve import create_app
+from lumos_gym.models.serve import create_app
 
 MODEL = "echo-model"
 
@@ -518,7 +518,7 @@ def test_no_server_thread_is_left_behind() -> None:
 
 
 def test_serve_on_a_busy_port_fails_before_loading_the_model(loopback_server):
-    from lumos_gym.serve import serve
+    from lumos_gym.models.serve import serve
 
     port, _ = loopback_server
     started = time.monotonic()

@@ -8,8 +8,8 @@ import sys
 
 import pytest
 
-from lumos_gym import data
 from lumos_gym.cli import main
+from lumos_gym.envs import datasets as data
 
 
 def test_envs_lists_the_math_envs(capsys):
@@ -38,7 +38,7 @@ def test_unknown_env_is_one_line(capsys):
     (["evaluate", "--agent", "oracle", "--env", "nomod:lumos/Tiny-v0"], "cannot import 'nomod'"),
     (["check", "GSM8K-v0", "-k", "foo=1"], "cannot make lumos/GSM8K-v0 with {'foo': 1}: "),
     (["play", "GSM8K-v0", "-k", "foo=1"], "unexpected keyword argument 'foo'"),
-])  # fmt: skip
+])
 def test_a_bad_module_or_env_argument_is_one_line(args, message, capsys):
     assert main(args) == 2
     err = capsys.readouterr().err
@@ -73,7 +73,7 @@ def local_dataset(tmp_path, monkeypatch):
     info = data.DatasetInfo(
         name="tiny-gsm", files=(data.DataFile("test", "test.jsonl", source.as_uri()),),
         homepage="https://example.invalid", license="test",
-    )  # fmt: skip
+    )
     data.register_dataset(info)
     yield source
     data.DATASETS._entries.pop("tiny-gsm")
@@ -103,7 +103,7 @@ def test_data_download_unreachable_names_the_file(local_dataset, capsys):
 
 def test_console_script_runs():
     done = subprocess.run([sys.executable, "-m", "lumos_gym.cli", "--version"],
-                          capture_output=True, text=True, check=True)  # fmt: skip
+                          capture_output=True, text=True, check=True)
     assert done.stdout.startswith("lumos-gym ")
 
 

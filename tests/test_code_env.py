@@ -32,8 +32,8 @@ from lumos_gym.conversion.code_rules import (
 from lumos_gym.conversion.rules import ConversionError
 from lumos_gym.conversion.verify import replay, task_of
 from lumos_gym.envs.checks import replay_gold
-from lumos_gym.envs.code import CodeEnv, check_spec, score_submission, score_submissions
-from lumos_gym.envs.code_data import load_humaneval, load_mbpp
+from lumos_gym.envs.code.data import load_humaneval, load_mbpp
+from lumos_gym.envs.code.official import CodeEnv, check_spec, score_submission, score_submissions
 from lumos_gym.envs.tasks import Task
 from lumos_gym.errors import DataError, ToolError
 from lumos_gym.tools import ToolContext, Toolset
@@ -85,7 +85,7 @@ def test_all_164_canonical_solutions_pass(humaneval):
     failed = [t.id for t, r in zip(humaneval, results, strict=True) if r["pass@1"] != 1.0]
     assert not failed
     assert all(r == {"pass@1": 1.0, "tests_passed_fraction": 1.0, "timeout": 0.0}
-               for r in results)  # fmt: skip
+               for r in results)
 
 
 def test_wrong_solution_fails_with_a_partial_fraction(humaneval):
@@ -104,7 +104,7 @@ def test_a_completion_without_the_signature_gets_the_prompt_prepended(humaneval)
     assert spec.official == (
         task.meta["prompt"] + "    return False\n" + "\n" + task.meta["test"] + "\n"
         + "check(has_close_elements)"
-    )  # fmt: skip
+    )
 
 
 def test_a_looping_solution_times_out(humaneval):
@@ -174,7 +174,7 @@ def test_mbpp_bundled_samples_load_in_both_formats_and_pass():
     assert mean.meta["setup"] == "import math"
     assert first(sanitized, "mbpp_sanitized/sample/15").meta["setup"] == "import math"
     assert full[0].question.endswith("Your code should pass this test:\n\n"
-                                     "assert count_vowels('banana') == 3")  # fmt: skip
+                                     "assert count_vowels('banana') == 3")
     results = score_submissions([(t, t.answer) for t in full + sanitized], workers=3)
     assert all(r["pass@1"] == 1.0 for r in results)
 
@@ -195,7 +195,7 @@ def test_mbpp_splits_go_by_task_id(tmp_path):
     rows = _records("mbpp_sample.jsonl")
     path = _write_jsonl(tmp_path / "mbpp.jsonl", rows)
     ids = {split: [t.meta["task_id"] for t in load_mbpp(path, split)]
-           for split in ("prompt", "test", "validation", "train", "all")}  # fmt: skip
+           for split in ("prompt", "test", "validation", "train", "all")}
     assert ids["prompt"] == [3]
     assert ids["train"] == [604]
     assert ids["validation"] == []
@@ -273,7 +273,7 @@ def test_humaneval_loader_ids_meta_and_malformed_records(tmp_path, humaneval):
     assert task.question == task.meta["prompt"] and task.answer.startswith(task.question)
     assert set(task.meta["record"]) == {
         "task_id", "prompt", "canonical_solution", "test", "entry_point"
-    }  # fmt: skip
+    }
     assert all(t.gold_actions and t.gold_actions[-1] == "Answer(R1)" for t in humaneval)
     record = dict(task.meta["record"])
     plain = _write_jsonl(tmp_path / "he.jsonl", [record])
@@ -336,7 +336,7 @@ def test_episode_write_run_test_answer(he_env):
         ("R4 = TestProgram(R9, Test: assert True)", "Error: TestProgram: undefined variable R9"),
         ("R4 = WriteProgram(def add(x, y):\\n    return x + y); R5 = TestProgram(R4, Test: "
          "assert add(2, 3) == 5\\nassert add(-1, 1) == 0)", "R5 = Passed"),
-    ]  # fmt: skip
+    ]
     for action, expected in steps:
         obs, reward, terminated, _, info = he_env.step(action)
         assert expected in obs and not terminated, (action, obs)
@@ -376,7 +376,7 @@ def test_tools_are_registered_and_reject_bad_arguments():
     toolset = Toolset(["WriteProgram", "RunProgram", "TestProgram"])
     assert [s.signature for s in toolset.specs] == [
         "WriteProgram(code)", "RunProgram(program, input)", "TestProgram(program, test)"
-    ]  # fmt: skip
+    ]
     ctx = ToolContext(variables={"R1": "def f():\n    return 1\n"})
     test = toolset.get("TestProgram")
     with pytest.raises(ToolError, match="the first argument must be a program variable"):
@@ -444,7 +444,7 @@ def test_converter_subgoals_and_examples():
     arrows = 'def f(x):\n    """Doc.\n    f(1) ➞ true\n    """\n'
     assert docstring_example(arrows, "f") == "assert f(1) == True"
     test = "def check(candidate):\n    for i in range(3):\n        assert candidate(i)\n" \
-           "    assert candidate(2) == 4, 'msg'\n"  # fmt: skip
+           "    assert candidate(2) == 4, 'msg'\n"
     assert docstring_example('def f(x):\n    """No example."""\n', "f", test) == (
         "assert f(2) == 4"
     )
@@ -455,7 +455,7 @@ def test_converted_annotations_verify_by_replay(humaneval):
     picked = [humaneval[0], humaneval[130], mbpp[4]]  # mbpp[4] needs its setup code
     for task in picked:
         annotation = (humaneval_annotation if task.id.startswith("humaneval")
-                      else mbpp_annotation)(task)  # fmt: skip
+                      else mbpp_annotation)(task)
         # As verify builds it: a task without the scoring fields, found again by the factory.
         env = code_env_factory([task_of(annotation)], annotation.dataset)
         replay(env, annotation)

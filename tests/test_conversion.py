@@ -111,7 +111,7 @@ def test_math_exports_rename_output_and_skip_results():
     subgoals = make_subgoals([
         ("Find the price of one pen.", ["R1 = Calculator(12 / 4) = 3"]),
         ("Find the price of five pens.", ["Output = Calculator(R1 * 5) = 15."]),
-    ])  # fmt: skip
+    ])
     annotation = Annotation("m/0", "gsm8k", "math", "Four pens cost $12...", subgoals, "15")
     plan = plan_iterative(annotation)
     assert plan[2]["content"] == "The executed result for Subgoal 1 is 3. Should we stop planning?"
@@ -130,7 +130,7 @@ def test_web_feedback_restates_the_subgoal():
          ["R1 = TYPE(Env, QUERY: Type Ricky Kej to search his songs, TEXT: Ricky Kej)"]),
         ("Click on the option to search for Ricky Rej.",
          ["R2 = CLICK(R1, QUERY: Click on the option to search for Ricky Rej)"]),
-    ])  # fmt: skip
+    ])
     annotation = Annotation("w/0", "mind2web", "web", "Find songs by Ricky Kej", subgoals)
     plan = plan_iterative(annotation)
     assert plan[2]["content"] == (
@@ -183,10 +183,10 @@ def lena():
         ("Calculate how many muffins Lena sells in the morning.", ["R1 = Calculator(36*3/4) = 27"]),
         ("Calculate how many muffins she sells in total.", ["R2 = Calculator(R1+5) = 32"]),
         ("Calculate how many muffins are left.", ["R3 = Calculator(36-R2) = 4"]),
-    ])  # fmt: skip
+    ])
     rationale = "She sells 36*3/4 = <<36*3/4=27>>27 in the morning.\nThen 4 are left.\n#### 4"
     return Annotation("gsm8k/sample/0", "gsm8k", "math", LENA, subgoals, "4",
-                      {"rationale": rationale})  # fmt: skip
+                      {"rationale": rationale})
 
 
 def _replay(agent_name, backends_for, messages_by_role):
@@ -240,6 +240,6 @@ def test_cot_and_direct_records():
     )
     [direct] = export_records([lena()], "direct")
     assert direct["messages"] == [{"role": "user", "content": LENA},
-                                  {"role": "assistant", "content": "4"}]  # fmt: skip
+                                  {"role": "assistant", "content": "4"}]
     no_answer = Annotation("x", "gsm8k", "math", "t", lena().subgoals)
     assert isinstance(next(export_records([no_answer], "direct")), Rejected)

@@ -7,13 +7,6 @@ import json
 import pytest
 from conftest import ScriptedBackend
 
-from lumos_gym.agents.backends.base import (
-    BackendInfo,
-    Completion,
-    GenerationRequest,
-    cut_at_stop,
-)
-from lumos_gym.agents.backends.caching import CachingBackend, request_key
 from lumos_gym.conversion import Annotation, Rejected, parse_subgoal_plan
 from lumos_gym.conversion.llm import (
     END_OF_PLAN,
@@ -25,6 +18,13 @@ from lumos_gym.conversion.llm import (
     validate_plan,
 )
 from lumos_gym.errors import DataError
+from lumos_gym.models.base import (
+    BackendInfo,
+    Completion,
+    GenerationRequest,
+    cut_at_stop,
+)
+from lumos_gym.models.caching import CachingBackend, request_key
 from lumos_gym.tools.base import ToolSpec
 
 GOOD = (
@@ -105,7 +105,7 @@ BAD = {
         "does not end in a value",
     ),
     "unbalanced": ("Subgoal 1: Add.\nAction 1-1: R1 = Calculator((3 + 4) = 7", "Action 1-1"),
-}  # fmt: skip
+}
 
 
 @pytest.mark.parametrize("case", sorted(BAD))

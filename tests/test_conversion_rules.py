@@ -27,8 +27,8 @@ from lumos_gym.conversion.verify import (
     values_agree,
     verify_annotations,
 )
-from lumos_gym.envs.math_data import load_gsm8k, load_math_dataset
-from lumos_gym.envs.mathword import MathWordGenerator
+from lumos_gym.envs.math.data import load_gsm8k, load_math_dataset
+from lumos_gym.envs.math.mathword import MathWordGenerator
 from lumos_gym.envs.tasks import Task
 from lumos_gym.errors import RegistryError
 
@@ -82,7 +82,7 @@ def test_gsm8k_unmarked_final_step_becomes_an_action():
         "The pens cost 3*4 = $<<3*4=12>>12.\nShe spent 12 + 18 = $30 altogether.\n#### 30"
     )
     task = Task("gsm8k/train/0", "Pens cost $4 each; she buys 3 and a $18 bag. Total?", "30",
-                "math", rationale=rationale.split("####")[0])  # fmt: skip
+                "math", rationale=rationale.split("####")[0])
     annotation = gsm8k_annotation(task)
     assert [a.text for a in annotation.actions] == [
         "R1 = Calculator(3*4) = 12",
@@ -136,10 +136,10 @@ def test_asdiv_keeps_units_and_rejects_what_is_not_one_number():
         ("LCM(4, 6, 8)=24", "24", ["R1 = Calculator(lcm(4, 6, 8)) = 24"]),
         ("12:16=3:4", "3:4", ["R1 = Calculator(12/16) = 3/4"]),
     ],
-)  # fmt: skip
+)
 def test_asdiv_remainders_gcd_lcm_and_ratios_become_calculator_functions(formula, answer, actions):
     task = Task("asdiv/t/9", "Some problem with 35 and 8?", answer, "math",
-                meta={"formula": formula, "raw": {"Answer": answer}})  # fmt: skip
+                meta={"formula": formula, "raw": {"Answer": answer}})
     annotation = asdiv_annotation(task)
     assert [a.text for a in annotation.actions] == actions
     report = convert_and_verify([task], "asdiv")
@@ -181,10 +181,10 @@ def _salary(rng: random.Random):
     saved = weekly * pct // 100
     total = saved * weeks
     q = (f"Nadia earns ${_commas(weekly)} a week. She saves {pct}% of her pay. "
-         f"How much does she save in {weeks} weeks?")  # fmt: skip
+         f"How much does she save in {weeks} weeks?")
     a = (f"Each week she saves {_commas(weekly)}*{pct}/100 = $<<{weekly}*{pct}/100={saved}>>"
          f"{_commas(saved)}.\nIn {weeks} weeks she saves {saved}*{weeks} = "
-         f"$<<{saved}*{weeks}={total}>>{_commas(total)}.\n#### {_commas(total)}")  # fmt: skip
+         f"$<<{saved}*{weeks}={total}>>{_commas(total)}.\n#### {_commas(total)}")
     return q, a
 
 
@@ -198,7 +198,7 @@ def _farm(rng: random.Random):
     wheat, wfrac = (rest * 2 // 3, "2/3") if rest % 3 == 0 else (rest // 5, "1/5")
     left = rest - wheat
     q = (f"A farmer has {_commas(acres)} acres. He plants {num}/{den} of them with corn and "
-         f"{wfrac} of the rest with wheat. How many acres are left?")  # fmt: skip
+         f"{wfrac} of the rest with wheat. How many acres are left?")
     a = (
         f"He plants {num}/{den}*{acres} = <<{num}/{den}*{acres}={corn}>>{corn} acres of corn.\n"
         f"That leaves {acres}-{corn} = <<{acres}-{corn}={rest}>>{rest} acres. "
@@ -215,7 +215,7 @@ def _gas(rng: random.Random):
     bill = 100 if cost > 50 else 50
     change = round(bill - cost, 2)
     q = (f"Gas costs ${price:.2f} per gallon. Omar buys {gallons} gallons and pays with a "
-         f"${bill} bill. How much change does he get?")  # fmt: skip
+         f"${bill} bill. How much change does he get?")
     a = (
         f"The gas costs {price:.2f}*{gallons} = $<<{price:.2f}*{gallons}={_money(cost)}>>"
         f"{cost:.2f}.\nHis change is {bill}-{_money(cost)} = "
@@ -233,7 +233,7 @@ def _shop(rng: random.Random):
     discount = total * off / 100
     pay = total - discount
     q = (f"Leo buys {shirts} shirts at ${price} each and {pants} pairs of pants at ${pprice} "
-         f"each. The store gives him {off}% off. How much does he pay?")  # fmt: skip
+         f"each. The store gives him {off}% off. How much does he pay?")
     a = (
         f"The shirts cost {shirts}*{price} = $<<{shirts}*{price}={a1}>>{a1}.\n"
         f"The pants cost {pants}*{pprice} = $<<{pants}*{pprice}={a2}>>{a2}.\n"
@@ -253,7 +253,7 @@ def _factory(rng: random.Random):
     full = weekly // boxes
     q = (f"A machine makes {per_hour} bolts an hour. It runs {hours} hours a day, {days} days "
          f"a week. Bolts are packed in boxes of {boxes}. How many full boxes are packed in a "
-         f"week?")  # fmt: skip
+         f"week?")
     a = (
         f"Each day it makes {per_hour}*{hours} = <<{per_hour}*{hours}={daily}>>"
         f"{_commas(daily)} bolts.\nIn a week it makes {_commas(daily)}*{days} = "
@@ -272,7 +272,7 @@ def _percent_decimal(rng: random.Random):
     bus = students * pct // 100
     walk = students - bus
     q = (f"A school has {_commas(students)} students. {pct}% ride the bus and the rest walk. "
-         f"How many students walk?")  # fmt: skip
+         f"How many students walk?")
     a = (
         f"{pct}% is {pct}*.01 = <<{pct}*.01={pct / 100:g}>>{pct / 100:g} of the students.\n"
         f"So {students}*{pct / 100:g} = <<{students}*{pct / 100:g}={bus}>>{bus} ride the bus.\n"
@@ -396,7 +396,7 @@ def test_verification_rejects_what_cannot_be_replayed():
     assert [a.id for a in report.kept] == ["m/1"]
     assert [r.reason.split(":")[0] for r in report.rejected] == [
         "duplicate-id", "wrong-answer", "unsupported", "conversion",
-    ]  # fmt: skip
+    ]
     assert report.yields() == {"m": 0.25, "w": 0.0}
     assert "math" in ENV_FACTORIES and "web" not in ENV_FACTORIES
 

@@ -8,7 +8,7 @@ import pytest
 
 from lumos_gym.cli import main
 from lumos_gym.conversion import read_annotations
-from lumos_gym.conversion.pipeline import make_backend_from_spec
+from lumos_gym.models.factory import backend_from_spec
 
 
 def test_convert_verify_and_export_the_math_envs(tmp_path, capsys):
@@ -20,25 +20,25 @@ def test_convert_verify_and_export_the_math_envs(tmp_path, capsys):
     rounded = next(a for a in read_annotations(gsm) if a.id == "gsm8k/sample/22")
     assert rounded.actions[-1].text == "R2 = Calculator(floor(R1)) = 3"  # 20/6 toy cars: 3
     assert main(["convert", "--env", "MathWord-v0", "-k", "split=train", "-k", "num_tasks=20",
-                 "--out", str(word)]) == 0  # fmt: skip
+                 "--out", str(word)]) == 0
     assert len([a for a in read_annotations(word)]) == 60
     first = gsm.read_bytes()
     assert main(["convert", "--env", "GSM8K-v0", "--out", str(gsm)]) == 0
     assert gsm.read_bytes() == first  # the same input gives the same bytes
     for fmt in ("plan-iterative", "ground-iterative", "plan-onetime", "ground-onetime",
-                "integrated", "react", "cot", "direct"):  # fmt: skip
+                "integrated", "react", "cot", "direct"):
         target = tmp_path / f"{fmt}.jsonl"
         assert main(["export", str(gsm), str(word), "--format", fmt, "--dataset", "unified",
-                     "--out", str(target)]) == 0  # fmt: skip
+                     "--out", str(target)]) == 0
         records = [json.loads(line) for line in target.open()]
         assert len(records) == 84 and records[0]["id"] == "unified_0"
     capsys.readouterr()
     assert main(["export", str(tmp_path / "none.jsonl"), "--format", "cot",
-                 "--out", str(tmp_path / "x.jsonl")]) == 2  # fmt: skip
+                 "--out", str(tmp_path / "x.jsonl")]) == 2
     assert "no annotation file" in capsys.readouterr().err
     # a training-record file given to export: not one annotation, so an error, not 0 records
     assert main(["export", str(tmp_path / "cot.jsonl"), "--format", "cot",
-                 "--out", str(tmp_path / "y.jsonl")]) == 2  # fmt: skip
+                 "--out", str(tmp_path / "y.jsonl")]) == 2
     err = capsys.readouterr().err
     assert "no annotation could be read" in err and "training records are already" in err
     assert not (tmp_path / "y.jsonl").exists()
@@ -51,7 +51,7 @@ def test_convert_with_a_model_keeps_every_rejection(tmp_path, capsys):
     tiny = save_tiny_model(tmp_path / "tiny", max_positions=4096)
     out = tmp_path / "llm.jsonl"
     args = ["convert", "--env", "GSM8K-v0", "--limit", "3", "--llm", f"hf:{tiny}",
-            "--out", str(out)]  # fmt: skip
+            "--out", str(out)]
     assert main(args) == 0
     rejected = [json.loads(line) for line in open(tmp_path / "llm.rejected.jsonl")]
     assert len(rejected) == 3 and all(r["reason"].startswith("conversion:") for r in rejected)
@@ -63,9 +63,9 @@ def test_convert_with_a_model_keeps_every_rejection(tmp_path, capsys):
 
 def test_backend_specs():
     with pytest.raises(Exception, match="BACKEND:MODEL"):
-        make_backend_from_spec("smollm2")
+        backend_from_spec("smollm2")
     with pytest.raises(Exception, match="@BASE_URL"):
-        make_backend_from_spec("openai:model")
+        backend_from_spec("openai:model")
 
 
 def test_data_build_makes_every_offline_split(tmp_path, capsys):

@@ -15,19 +15,25 @@ from conftest import ScriptedBackend, served
 from lumos_gym.agents import make_agent
 from lumos_gym.agents.oracle import OracleAgent
 from lumos_gym.cli import main
-from lumos_gym.evaluate import EvaluationError, ModelOptions, evaluate, plan_env, suite_entries
-from lumos_gym.results import comparable
+from lumos_gym.leaderboard.evaluate import (
+    EvaluationError,
+    ModelOptions,
+    evaluate,
+    plan_env,
+    suite_entries,
+)
+from lumos_gym.leaderboard.results import comparable
 
 ray = pytest.importorskip("ray")
 
-from lumos_gym.distributed import DistributedError, RayPool  # noqa: E402
+from lumos_gym.leaderboard.distributed import DistributedError, RayPool  # noqa: E402
 
 
 def test_the_command_starts_a_local_ray_and_stops_it(tmp_path):
     """`lumos-gym evaluate --ray` in its own process: a local Ray instance, then none left."""
     command = [sys.executable, "-m", "lumos_gym.cli", "evaluate", "--agent", "oracle", "--env",
                "SVAMP-v0", "--env", "GSM8K-v0", "--limit", "2", "--ray", "--workers", "2",
-               "--out", str(tmp_path), "--no-progress"]  # fmt: skip
+               "--out", str(tmp_path), "--no-progress"]
     import psutil
 
     def ray_processes():
@@ -60,7 +66,7 @@ def test_an_unreachable_cluster_address_fails_fast_with_a_clear_message(tmp_path
         [sys.executable, "-m", "lumos_gym.cli", "evaluate", "--agent", "oracle", "--env",
          "SVAMP-v0", "--limit", "1", "--ray", f"127.0.0.1:{port}", "--out", str(tmp_path)],
         capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+    )
     assert done.returncode == 2 and time.monotonic() - started < 60
     assert f"cannot reach the Ray cluster at '127.0.0.1:{port}'" in done.stderr
     assert "ray start --head" in done.stderr and not (tmp_path / "episodes.jsonl").exists()
@@ -70,7 +76,7 @@ def test_an_unreachable_cluster_address_fails_fast_with_a_clear_message(tmp_path
         [sys.executable, "-m", "lumos_gym.cli", "evaluate", "--agent", "oracle", "--env",
          "SVAMP-v0", "--limit", "1", "--ray", "auto", "--out", str(tmp_path)],
         capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+    )
     assert done.returncode == 2 and "cannot reach the Ray cluster at 'auto'" in done.stderr
 
 
@@ -81,7 +87,7 @@ def local_ray():
 
     tests = str(Path(__file__).resolve().parent)  # actors unpickle scripted backends from here
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=True,
-             logging_level="ERROR", runtime_env={"env_vars": {"PYTHONPATH": tests}})  # fmt: skip
+             logging_level="ERROR", runtime_env={"env_vars": {"PYTHONPATH": tests}})
     yield
     ray.shutdown()
 
@@ -99,7 +105,7 @@ def _episodes(folder):
     keys = [r["key"] for r in rows]
     assert len(keys) == len(set(keys)), "an episode was written twice"
     return sorted((r["key"], r["status"], r["reward"], r["prediction"], r["steps"],
-                   json.dumps(r["turns"], sort_keys=True)) for r in rows)  # fmt: skip
+                   json.dumps(r["turns"], sort_keys=True)) for r in rows)
 
 
 def _half_right(request):
@@ -111,7 +117,7 @@ def test_a_ray_run_equals_the_local_run(local_ray, tmp_path):
     envs = ["GSM8K-v0", "SVAMP-v0", "WebShop-v0"]
     local = evaluate("oracle", envs=envs, limit=3, out=tmp_path / "local", progress=False)
     spread = evaluate("oracle", envs=envs, limit=3, out=tmp_path / "ray", ray=True, workers=2,
-                      progress=False)  # fmt: skip
+                      progress=False)
     assert _episodes(tmp_path / "ray") == _episodes(tmp_path / "local")
     assert comparable(spread.summary) == comparable(local.summary)
     assert spread.summary["overall"]["episodes"] == 9 and spread.summary["overall"]["mean"] == 1
@@ -126,14 +132,14 @@ def test_scripted_backends_travel_and_a_resumed_ray_run_writes_each_episode_once
 ):
     options = {"envs": ["GSM8K-v0"], "limit": 6, "progress": False}
     whole = evaluate("direct", out=tmp_path / "whole",
-                     backends={"policy": ScriptedBackend(_half_right)}, **options)  # fmt: skip
+                     backends={"policy": ScriptedBackend(_half_right)}, **options)
     evaluate("direct", out=tmp_path / "killed", backends={"policy": ScriptedBackend(_half_right)},
-             **options)  # fmt: skip
+             **options)
     path = tmp_path / "killed" / "episodes.jsonl"
     lines = path.read_text().splitlines(keepends=True)
     path.write_text("".join(lines[:2]) + lines[2][:30])  # killed mid-write
     resumed = evaluate("direct", out=tmp_path / "killed", resume=True, ray=True, workers=2,
-                       backends={"policy": ScriptedBackend(_half_right)}, **options)  # fmt: skip
+                       backends={"policy": ScriptedBackend(_half_right)}, **options)
     assert resumed.resumed == 2
     assert _episodes(tmp_path / "killed") == _episodes(tmp_path / "whole")
     assert comparable(resumed.summary) == comparable(whole.summary)
@@ -205,15 +211,15 @@ def test_what_cannot_travel_to_workers_and_workers_without_ray_are_refused(local
 
     with pytest.raises(DistributedError, match="the backends cannot be sent to Ray workers"):
         evaluate("direct", envs=["GSM8K-v0"], limit=1, out=tmp_path, ray=True,
-                 backends={"policy": Locked()}, progress=False)  # fmt: skip
+                 backends={"policy": Locked()}, progress=False)
     too_many = r"3 worker\(s\) x 1 CPU each = 3 CPU, but the Ray cluster has 2"
     with pytest.raises(DistributedError, match=too_many):
         evaluate("oracle", envs=["GSM8K-v0"], limit=4, out=tmp_path, ray=True, workers=3,
-                 progress=False)  # fmt: skip
+                 progress=False)
     no_gpu = r"1 worker\(s\) x 1 GPU each = 1 GPU, but .* 0: ask fewer"
     with pytest.raises(DistributedError, match=no_gpu):
         evaluate("oracle", envs=["GSM8K-v0"], limit=4, out=tmp_path, ray=True, workers=1,
-                 worker_gpus=1, progress=False)  # fmt: skip
+                 worker_gpus=1, progress=False)
     with pytest.raises(EvaluationError, match="--workers and --worker-gpus need --ray"):
         evaluate("oracle", envs=["GSM8K-v0"], limit=1, out=tmp_path, workers=2, progress=False)
 
@@ -221,7 +227,7 @@ def test_what_cannot_travel_to_workers_and_workers_without_ray_are_refused(local
 def test_without_ray_installed_the_flag_says_how_to_get_it(tmp_path, monkeypatch, capsys):
     monkeypatch.setitem(sys.modules, "ray", None)  # import ray now raises ImportError
     code = main(["evaluate", "--agent", "oracle", "--env", "SVAMP-v0", "--limit", "1",
-                 "--ray", "--out", str(tmp_path), "--no-progress"])  # fmt: skip
+                 "--ray", "--out", str(tmp_path), "--no-progress"])
     assert code == 2 and "pip install 'lumos-gym[ray]'" in capsys.readouterr().err
 
 
@@ -236,7 +242,7 @@ def test_ray_workers_share_one_served_model(local_ray, tiny_model, tmp_path):
         for name, spread in (("local", {}), ("ray", {"ray": True, "workers": 2})):
             runs[name] = evaluate("lumos-o", envs=["GSM8K-v0"], limit=4, models=options,
                                   agent_config=config, out=tmp_path / name, progress=False,
-                                  **spread)  # fmt: skip
+                                  **spread)
     assert _episodes(tmp_path / "ray") == _episodes(tmp_path / "local")
     assert all(r["output_tokens"] > 0 for r in runs["ray"].records)
     run = json.loads((tmp_path / "ray" / "run.json").read_text())
@@ -254,7 +260,7 @@ def test_each_actor_loads_a_local_model_given_by_a_relative_path(local_ray, tiny
     config = AgentConfig(max_new_tokens=6, max_rounds=2)
     for name, spread in (("local", {}), ("ray", {"ray": True, "workers": 2})):
         evaluate("lumos-i", envs=["MathWord-v0"], limit=4, models=options, agent_config=config,
-                 out=tmp_path / name, progress=False, **spread)  # fmt: skip
+                 out=tmp_path / name, progress=False, **spread)
     assert _episodes(tmp_path / "ray") == _episodes(tmp_path / "local")
     run = json.loads((tmp_path / "ray" / "run.json").read_text())
     assert run["backends"]["planner"]["backend"] == "hf" and run["ray"]["workers"] == 2
@@ -265,5 +271,5 @@ def test_an_existing_folder_needs_resume_with_or_without_ray(local_ray, tmp_path
     with pytest.raises(EvaluationError, match="already holds 1 episode; pass --resume"):
         evaluate("oracle", envs=["SVAMP-v0"], limit=2, out=tmp_path, ray=True, progress=False)
     again = evaluate("oracle", envs=["SVAMP-v0"], limit=2, out=tmp_path, ray=True, resume=True,
-                     progress=False)  # fmt: skip
+                     progress=False)
     assert again.resumed == 1 and again.summary["overall"]["episodes"] == 2

@@ -12,7 +12,7 @@ import lumos_gym  # noqa: F401  (registers the envs)
 from lumos_gym.envs import ENVS, env_ids
 from lumos_gym.envs.base import LumosEnv, normalize_text, text_charset
 from lumos_gym.envs.checks import check_env_id, replay_gold
-from lumos_gym.envs.math import MathEnv
+from lumos_gym.envs.math.official import MathEnv
 from lumos_gym.envs.tasks import Task
 from lumos_gym.errors import DataError
 
@@ -232,10 +232,10 @@ def test_the_adding_an_env_example_works(tmp_path):
         env.reset(seed=0)
         obs, *_ = env.step("R1 = PriceLookup(caviar)")
         assert obs.startswith("Error:") and "apple" in obs
-        from lumos_gym.evaluate import evaluate
+        from lumos_gym.leaderboard.evaluate import evaluate
 
         result = evaluate("oracle", envs=["lumos/Grocery-v0"], limit=3, out=tmp_path,
-                          progress=False)  # fmt: skip
+                          progress=False)
         assert result.summary["overall"]["mean"] == 1.0
         assert {r["status"] for r in result.records} == {"completed"}
     finally:
@@ -250,14 +250,14 @@ class _NoPrivilege(LumosEnv):
 
     def __init__(self, render_mode=None):
         super().__init__(tasks=[Task(id="t0", question="1+1?", answer="2", task_type="math")],
-                         render_mode=render_mode)  # fmt: skip
+                         render_mode=render_mode)
 
     def score(self, prediction, task):
         return {"accuracy": float(prediction == task.answer)}
 
 
 def test_the_oracle_refuses_an_env_that_does_not_take_privileged():
-    from lumos_gym.evaluate import EvaluationError, SuiteEntry, plan_env
+    from lumos_gym.leaderboard.evaluate import EvaluationError, SuiteEntry, plan_env
 
     gym.register("lumos/NoPrivilege-v0", entry_point=_NoPrivilege)
     try:

@@ -9,7 +9,7 @@ import pytest
 from conftest import ScriptedBackend
 
 from lumos_gym.cli import main
-from lumos_gym.evaluate import (
+from lumos_gym.leaderboard.evaluate import (
     SUITES,
     EvaluationError,
     ModelOptions,
@@ -24,7 +24,7 @@ from lumos_gym.evaluate import (
 
 def test_oracle_evaluation_writes_results_and_summary(tmp_path):
     evaluate("oracle", envs=["GSM8K-v0", "lumos/SVAMP-v0"], limit=3, out=tmp_path,
-             progress=False)  # fmt: skip
+             progress=False)
     lines = (tmp_path / "episodes.jsonl").read_text().splitlines()
     assert len(lines) == 6
     records = [json.loads(line) for line in lines]
@@ -46,7 +46,7 @@ def test_a_killed_run_resumes_without_losing_or_repeating(tmp_path):
 
     backend = ScriptedBackend(answer)
     evaluate("direct", envs=["GSM8K-v0"], limit=4, out=tmp_path, backends={"policy": backend},
-             progress=False)  # fmt: skip
+             progress=False)
     assert len(calls) == 4
     path = tmp_path / "episodes.jsonl"
     lines = path.read_text().splitlines(keepends=True)
@@ -54,10 +54,10 @@ def test_a_killed_run_resumes_without_losing_or_repeating(tmp_path):
     calls.clear()
     with pytest.raises(EvaluationError, match="already holds 2 episodes; pass --resume"):
         evaluate("direct", envs=["GSM8K-v0"], limit=4, out=tmp_path,
-                 backends={"policy": backend}, progress=False)  # fmt: skip
+                 backends={"policy": backend}, progress=False)
     assert not calls
     result = evaluate("direct", envs=["GSM8K-v0"], limit=4, out=tmp_path, resume=True,
-                      backends={"policy": backend}, progress=False)  # fmt: skip
+                      backends={"policy": backend}, progress=False)
     assert len(calls) == 2 and result.resumed == 2
     records = [json.loads(line) for line in path.read_text().splitlines()]
     assert len(records) == 4 and len({r["key"] for r in records}) == 4
@@ -101,12 +101,12 @@ def test_suites_and_bad_names():
         suite_entries(envs=["GSM8K-v0"], suite="math")
     with pytest.raises(EvaluationError, match="needs --base-url"):
         evaluate("direct", envs=["GSM8K-v0"], limit=1,
-                 models=ModelOptions(backend="openai", model="m"), progress=False)  # fmt: skip
+                 models=ModelOptions(backend="openai", model="m"), progress=False)
 
 
 def test_cli_evaluate_prints_a_table(tmp_path, capsys):
     code = main(["evaluate", "--agent", "oracle", "--env", "MathWord-v0", "--limit", "2",
-                 "--out", str(tmp_path), "--no-progress"])  # fmt: skip
+                 "--out", str(tmp_path), "--no-progress"])
     out = capsys.readouterr().out
     assert code == 0
     assert "lumos/MathWord-v0" in out and "1.000 ± 0.000" in out and "overall" in out
@@ -129,7 +129,7 @@ def test_every_env_that_cannot_be_planned_is_named_at_once(tmp_path):
     suite.write_text(json.dumps({"name": "two", "description": "d", "envs": [
         {"env": "lumos/GSM8K-v0", "kwargs": {"source": str(tmp_path / "no-gsm8k.jsonl")}},
         {"env": "lumos/SVAMP-v0", "kwargs": {"source": str(tmp_path / "no-svamp.json")}},
-    ]}))  # fmt: skip
+    ]}))
     with pytest.raises(EvaluationError, match="2 envs cannot be planned") as raised:
         evaluate("oracle", suite=str(suite), out=tmp_path / "out", progress=False)
     assert "no-gsm8k.jsonl" in str(raised.value) and "no-svamp.json" in str(raised.value)
@@ -143,7 +143,7 @@ def test_cli_agents_lists_them(capsys):
 
 def test_cli_fails_fast_on_a_missing_model(tmp_path, capsys):
     code = main(["evaluate", "--model", str(tmp_path / "no-such-model"), "--limit", "1",
-                 "--out", str(tmp_path / "out"), "--no-progress"])  # fmt: skip
+                 "--out", str(tmp_path / "out"), "--no-progress"])
     err = capsys.readouterr().err
     assert code == 2
     assert err.count("\n") == 1 and "no-such-model" in err
@@ -183,7 +183,7 @@ def test_batched_and_sequential_greedy_runs_give_identical_actions(tiny_model, t
                                 options={"device": "cpu"}),
             agent_config=AgentConfig(max_new_tokens=10, max_rounds=2),
             out=tmp_path / f"batch-{batch_size}", progress=False,
-        )  # fmt: skip
+        )
     assert len(runs[1].records) == 4
     assert all(r["output_tokens"] > 0 for r in runs[1].records)
     assert _actions(runs[1]) == _actions(runs[4])
@@ -206,7 +206,7 @@ def test_planner_and_grounder_adapters_on_one_base(tiny_model, tmp_path):
                  "--adapter", f"planner={folders['planner']}",
                  "--adapter", f"grounder={folders['grounder']}", "--device", "cpu",
                  "--max-new-tokens", "6", "--max-rounds", "1", "--out", str(tmp_path / "out"),
-                 "--no-progress"])  # fmt: skip
+                 "--no-progress"])
     assert code == 0
     run = json.loads((tmp_path / "out" / "run.json").read_text())
     assert run["backends"]["planner"]["details"]["adapter"] == "planner"
@@ -223,14 +223,14 @@ def test_evaluate_over_http_against_lumos_gym_serve(tiny_model, tmp_path):
     with served(tiny_model) as url:
         code = main(["evaluate", "--backend", "openai", "--base-url", url, "--model", "tiny",
                      "--agent", "lumos-o", "--env", "GSM8K-v0", "--limit", "3",
-                     "--max-new-tokens", "8", "--out", str(tmp_path), "--no-progress"])  # fmt: skip
+                     "--max-new-tokens", "8", "--out", str(tmp_path), "--no-progress"])
         assert code == 0
         records = [json.loads(line) for line in (tmp_path / "episodes.jsonl").open()]
         assert len(records) == 3 and all(r["status"] == "completed" for r in records)
         assert all(r["output_tokens"] > 0 for r in records)
         assert main(["evaluate", "--backend", "openai", "--base-url", url, "--model", "tini",
                      "--limit", "1", "--out", str(tmp_path / "wrong"), "--no-progress"]) == 2
-    from lumos_gym.leaderboard import load_board
+    from lumos_gym.leaderboard.render import load_board
 
     shown = load_board([tmp_path]).entries[0].models
     assert shown == "grounder: tiny (openai), planner: tiny (openai)"
@@ -239,10 +239,10 @@ def test_evaluate_over_http_against_lumos_gym_serve(tiny_model, tmp_path):
 def test_resume_refuses_results_of_another_configuration(tmp_path):
     backend = ScriptedBackend(lambda request: "4")
     evaluate("direct", envs=["GSM8K-v0"], limit=1, out=tmp_path, backends={"policy": backend},
-             progress=False)  # fmt: skip
+             progress=False)
     with pytest.raises(EvaluationError, match="another configuration"):
         evaluate("cot", envs=["GSM8K-v0"], limit=1, out=tmp_path, backends={"policy": backend},
-                 resume=True, progress=False)  # fmt: skip
+                 resume=True, progress=False)
     again = evaluate("direct", envs=["GSM8K-v0"], limit=2, out=tmp_path, resume=True,
-                     backends={"policy": backend}, progress=False)  # fmt: skip
+                     backends={"policy": backend}, progress=False)
     assert again.resumed == 1 and again.summary["overall"]["episodes"] == 2

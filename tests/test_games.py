@@ -32,7 +32,8 @@ from lumos_gym.conversion.game_rules import (
 from lumos_gym.conversion.pipeline import OFFLINE_SPLITS, convert_env
 from lumos_gym.conversion.rules import ConversionError, convert_task
 from lumos_gym.conversion.verify import replay
-from lumos_gym.envs.alfworld import (
+from lumos_gym.envs.checks import replay_gold
+from lumos_gym.envs.games.alfworld import (
     OPENABLE,
     TASK_TYPES,
     ALFWorldEnv,
@@ -40,8 +41,7 @@ from lumos_gym.envs.alfworld import (
     generate_problem,
     split_of,
 )
-from lumos_gym.envs.checks import replay_gold
-from lumos_gym.envs.games import (
+from lumos_gym.envs.games.base import (
     GameProcessError,
     GameState,
     WorkerHost,
@@ -51,11 +51,11 @@ from lumos_gym.envs.games import (
     phrase_command,
     phrase_commands,
 )
+from lumos_gym.envs.games.textworld import TextWorldEnv, recipes
+from lumos_gym.envs.games.twx import TextWorldExpressEnv, twx_available
 from lumos_gym.envs.tasks import Task
-from lumos_gym.envs.textworld import TextWorldEnv, recipes
-from lumos_gym.envs.twx import TextWorldExpressEnv, twx_available
 from lumos_gym.errors import DataError, LumosGymError
-from lumos_gym.training.reproduce import TEST_SUITE, task_group
+from lumos_gym.workflows.reproduce import TEST_SUITE, task_group
 
 TW = {"challenge": "mixed", "seed": 1, "num_games": 3}  # coin collector, treasure hunter, cooking
 ALF_TYPES = ("pick_clean_then_place_in_recep", "look_at_obj_in_light")
@@ -149,7 +149,7 @@ def test_textworld_games_are_made_once_cached_and_deterministic(tw, cache, tmp_p
     again.close()
     # the same recipe made again elsewhere gives the same game, byte for byte
     recipe = recipes(**TW)[1]
-    path = tw.host.call("lumos_gym.envs.textworld:make_game", challenge=recipe.challenge,
+    path = tw.host.call("lumos_gym.envs.games.textworld:make_game", challenge=recipe.challenge,
                         settings=dict(recipe.settings), seed=recipe.seed, folder=str(tmp_path))
     digest = [hashlib.sha256(Path(p).read_bytes()).hexdigest()
               for p in (path, tw.tasks[1].meta["path"])]
@@ -592,7 +592,7 @@ def test_plan_feedback_quotes_the_games_replies_as_the_agent_does(tw, cache):
         feedback = messages[2 * k]["content"]
         if len(reply) <= prompts.MAX_FEEDBACK_RESULT_CHARS:
             assert feedback == (f"The executed result for Subgoal {k} is "
-                                f"{reply.rstrip('.')}. Should we stop planning?")  # fmt: skip
+                                f"{reply.rstrip('.')}. Should we stop planning?")
         else:
             assert feedback.startswith(f"The executed result for Subgoal {k} is {reply[:300]}")
             assert feedback.endswith(" [...]. Should we stop planning?")
@@ -604,9 +604,9 @@ def test_plan_feedback_quotes_the_games_replies_as_the_agent_does(tw, cache):
         assert all(a.result is None for a in parse_actions(message["content"]))
     # Lumos-I replaying the exports in the game sends the planner the same bytes
     answers = {"planner": [m["content"] for m in messages[1::2]],
-               "grounder": [m["content"] for m in ground["messages"][1::2]]}  # fmt: skip
+               "grounder": [m["content"] for m in ground["messages"][1::2]]}
     backends = {role: ScriptedBackend(lambda r, a=a: a[r.prompt.count("<|assistant|>") - 1])
-                for role, a in answers.items()}  # fmt: skip
+                for role, a in answers.items()}
     [episode] = Runner(LumosIterativeAgent(AgentConfig()), backends).run(
         [EpisodeSpec("lumos/TextWorld-v0", task.id, kwargs)]
     )
@@ -620,7 +620,7 @@ def test_worker_host_reports_engine_errors_and_stops(tmp_path):
     host = WorkerHost()
     try:
         with pytest.raises(Exception, match="Unable to find game"):
-            host.open("lumos_gym.envs.textworld:TextWorldEngine",
+            host.open("lumos_gym.envs.games.textworld:TextWorldEngine",
                       {"path": str(tmp_path / "x.z8")})
         with pytest.raises(Exception, match="not a lumos_gym"):
             host.call("os:getpid")

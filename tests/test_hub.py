@@ -9,8 +9,8 @@ import pytest
 datasets = pytest.importorskip("datasets")
 
 from lumos_gym.conversion.exports import export_records, save_hf_dataset  # noqa: E402
-from lumos_gym.envs.math import MathEnv, _write_jsonl  # noqa: E402
-from lumos_gym.envs.math_data import load_gsm8k  # noqa: E402
+from lumos_gym.envs.math.data import load_gsm8k  # noqa: E402
+from lumos_gym.envs.math.official import MathEnv, _write_jsonl  # noqa: E402
 from lumos_gym.envs.sources import HubSource  # noqa: E402
 
 ROWS = [
@@ -18,7 +18,7 @@ ROWS = [
      "answer": "He has 3+4 = <<3+4=7>>7 apples.\n#### 7"},
     {"question": "A box holds 12 eggs. How many eggs are in 5 boxes?",
      "answer": "5 boxes hold 5*12 = <<5*12=60>>60 eggs.\n#### 60"},
-]  # fmt: skip
+]
 
 
 @pytest.fixture(autouse=True)
@@ -32,7 +32,7 @@ def test_hub_source_reads_a_dataset_repo_layout_offline(tmp_path):
     repo.mkdir()
     (repo / "test.jsonl").write_text("".join(json.dumps(r) + "\n" for r in ROWS))
     source = HubSource(str(repo), split="test", loader=load_gsm8k, writer=_write_jsonl,
-                       cache_path=tmp_path / "cache" / "hub-test.jsonl")  # fmt: skip
+                       cache_path=tmp_path / "cache" / "hub-test.jsonl")
     env = MathEnv(tasks=source.load())
     assert [t.answer for t in env.tasks] == ["7", "60"]
     assert source.describe()["sha256"]

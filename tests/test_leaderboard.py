@@ -20,8 +20,8 @@ import pytest
 from conftest import ScriptedBackend
 
 from lumos_gym.cli import main
-from lumos_gym.evaluate import ModelOptions, evaluate
-from lumos_gym.leaderboard import (
+from lumos_gym.leaderboard.evaluate import ModelOptions, evaluate
+from lumos_gym.leaderboard.render import (
     LeaderboardError,
     load_board,
     render_csv,
@@ -32,7 +32,7 @@ from lumos_gym.leaderboard import (
     validate,
     write_board,
 )
-from lumos_gym.results import read_results, summarize
+from lumos_gym.leaderboard.results import read_results, summarize
 
 ENVS = ["GSM8K-v0", "SVAMP-v0"]
 LIMIT = 4
@@ -53,7 +53,7 @@ def _script():
         # the task's question is in the last user turn (few-shot examples come before it)
         last = prompt.rsplit("<|user|>", 1)[-1]
         n = max((i for i, (q, _) in enumerate(ordered) if q in last),
-                key=lambda i: len(ordered[i][0]), default=0)  # fmt: skip
+                key=lambda i: len(ordered[i][0]), default=0)
         if n % 3 == 2:
             raise RuntimeError("the model server went away")
         return ordered[n][1] if n % 3 == 0 else "<b>wrong</b> " + "no idea, " * 100
@@ -70,7 +70,7 @@ def runs(tmp_path_factory):
     for env_id in ENVS:
         evaluate("direct", envs=[env_id], limit=LIMIT, out=root / "direct" / env_id,
                  backends={"policy": ScriptedBackend(script)}, progress=False,
-                 models=ModelOptions(batch_size=1))  # errors stay per episode  # fmt: skip
+                 models=ModelOptions(batch_size=1))  # errors stay per episode
     return root
 
 
@@ -156,7 +156,7 @@ def test_old_summaries_and_suite_columns(runs, tmp_path):
     assert entry.score == expected["score"]
     suite = tmp_path / "two.json"
     suite.write_text(json.dumps({"name": "two", "envs": [{"env": "lumos/SVAMP-v0"},
-                                                         {"env": "lumos/MBPP-v0"}]}))  # fmt: skip
+                                                         {"env": "lumos/MBPP-v0"}]}))
     board = load_board([runs / "oracle"], suite=str(suite))
     assert board.envs == ["lumos/SVAMP-v0", "lumos/MBPP-v0"]
     assert set(board.entries[0].cells) == {"lumos/SVAMP-v0"}
@@ -217,7 +217,7 @@ def test_html_pages_escape_link_and_truncate(runs, tmp_path):
     links = re.findall(r'href="([^"]+)"', page)
     assert len(links) == 4 and all(link.startswith("board-trajectories/") for link in links)
     assert all((written[0].parent / link).is_file()
-               for link in links)  # fmt: skip
+               for link in links)
     viewer = next(p for p in written if p.parent.name == "b_direct_co" and "GSM8K" in p.name)
     html_text = viewer.read_text()
     assert "<b>wrong</b>" not in html_text and "&lt;b&gt;wrong&lt;/b&gt;" in html_text
@@ -251,7 +251,7 @@ def test_validate_accepts_a_run_and_names_each_problem(runs, tmp_path, capsys):
     suite = tmp_path / "tiny.json"
     tasks = ["gsm8k/sample/0", "gsm8k/sample/1"]
     suite.write_text(json.dumps({"name": "tiny", "envs": [{"env": "lumos/GSM8K-v0",
-                                                           "task_ids": tasks}]}))  # fmt: skip
+                                                           "task_ids": tasks}]}))
     good = tmp_path / "good"
     evaluate("oracle", suite=str(suite), out=good, progress=False)
     assert main(["leaderboard", "--validate", "--suite", str(suite), str(good)]) == 0
@@ -277,7 +277,7 @@ def test_validate_accepts_a_run_and_names_each_problem(runs, tmp_path, capsys):
     expected = ["a second record", "1 planned episode(s) missing", "made by lumos-gym 99.0.0",
                 "provenance field(s) missing: hardware", "does not match its episodes",
                 "not a run of a suite",
-                "provenance's lumos_gym differs"]  # fmt: skip
+                "provenance's lumos_gym differs"]
     for text in expected:
         assert sum(text in line for line in out) == 1, (text, out)
     assert all(line.startswith(str(bad)) for line in out)
@@ -299,12 +299,12 @@ def _chromium():
         if path:
             return path
     pytest.skip("chromium is not installed (Debian: apt-get install -y chromium; make test "
-                "installs it when run as root)")  # fmt: skip
+                "installs it when run as root)")
 
 
 def _browse(tmp_path, url, *flags):
     command = [_chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
-               f"--user-data-dir={tmp_path / 'profile'}", *flags, url]  # fmt: skip
+               f"--user-data-dir={tmp_path / 'profile'}", *flags, url]
     done = subprocess.run(command, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr[-2000:]
     return done.stdout

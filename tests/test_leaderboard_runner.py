@@ -11,10 +11,9 @@ import pytest
 from conftest import ScriptedBackend
 
 from lumos_gym import __version__
-from lumos_gym.agents.backends.base import BackendInfo
 from lumos_gym.agents.base import AgentConfig
 from lumos_gym.cli import main
-from lumos_gym.evaluate import (
+from lumos_gym.leaderboard.evaluate import (
     EvaluationError,
     ModelOptions,
     _adapter_checksums,
@@ -24,7 +23,7 @@ from lumos_gym.evaluate import (
     load_suites,
     suite_entries,
 )
-from lumos_gym.results import (
+from lumos_gym.leaderboard.results import (
     BOOTSTRAP_RESAMPLES,
     ResultsError,
     bootstrap_ci,
@@ -35,6 +34,7 @@ from lumos_gym.results import (
     shard_keys,
     summarize,
 )
+from lumos_gym.models.base import BackendInfo
 
 ENVS = ["GSM8K-v0", "SVAMP-v0"]
 
@@ -77,7 +77,7 @@ def test_shipped_suites_load_with_aliases_and_counts(capsys):
     suites, errors = load_suites()
     assert errors == {}
     assert {"offline", "default", "lumos-paper", "qa", "code", "web", "games", "multimodal",
-            "math"} <= set(suites)  # fmt: skip
+            "math"} <= set(suites)
     assert suites["default"] is suites["offline"]
     assert suites["offline"].episodes() == 83  # fixed task ids: knowable without the envs
     paper = {e.env_id: e for e in suites["lumos-paper"].entries}
@@ -95,7 +95,7 @@ def test_a_suite_naming_a_missing_env_fails_alone(tmp_path, capsys):
     shutil.copy(_suites_dir() + "math.json", tmp_path)
     (tmp_path / "broken.json").write_text(json.dumps(
         {"name": "broken", "envs": [{"env": "lumos/GSM8K-v0"}, {"env": "lumos/NoSuch-v0"}]}
-    ))  # fmt: skip
+    ))
     suites, errors = load_suites(tmp_path)
     assert "math" in suites and "broken" not in suites
     [message] = errors.values()
@@ -103,7 +103,7 @@ def test_a_suite_naming_a_missing_env_fails_alone(tmp_path, capsys):
     with pytest.raises(EvaluationError, match="NoSuch-v0"):
         get_suite(str(tmp_path / "broken.json"))
     assert main(["evaluate", "--suite", str(tmp_path / "broken.json"), "--out",
-                 str(tmp_path / "o")]) == 2  # fmt: skip
+                 str(tmp_path / "o")]) == 2
     assert "NoSuch-v0" in capsys.readouterr().err
 
 
@@ -113,7 +113,7 @@ def test_a_suite_naming_a_missing_env_fails_alone(tmp_path, capsys):
     ({"envs": [{"env": "lumos/GSM8K-v0"}], "seeds": [0.5]}, "seeds"),
     ({"envs": [{"env": "lumos/GSM8K-v0", "limit": 0}]}, "limit"),
     ({"envs": [{"env": "lumos/GSM8K-v0"}, {"env": "GSM8K-v0"}]}, "appears twice"),
-])  # fmt: skip
+])
 def test_bad_suite_files_get_clear_messages(tmp_path, bad, match):
     path = tmp_path / "s.json"
     path.write_text(json.dumps(bad))
@@ -129,11 +129,11 @@ def test_suite_task_ids_seeds_and_step_limit(tmp_path):
     path.write_text(json.dumps({"name": "mine", "seeds": [3, 4], "envs": [
         {"env": "lumos/MathWord-v0", "task_ids": ["mathword/L2/0/3", "mathword/L1/0/4"],
          "max_steps": 5},
-    ]}))  # fmt: skip
+    ]}))
     result = evaluate("oracle", suite=str(path), out=tmp_path / "out", progress=False)
     got = sorted((r["task_id"], r["seed"]) for r in result.records)
     assert got == [("mathword/L1/0/4", 3), ("mathword/L1/0/4", 4),
-                   ("mathword/L2/0/3", 3), ("mathword/L2/0/3", 4)]  # fmt: skip
+                   ("mathword/L2/0/3", 3), ("mathword/L2/0/3", 4)]
     run = json.loads((tmp_path / "out" / "run.json").read_text())
     assert run["envs"][0]["max_episode_steps"] == 5 and run["envs"][0]["seeds"] == [3, 4]
     assert run["suite"]["name"] == "mine" and len(run["suite"]["sha256"]) == 64
@@ -145,7 +145,7 @@ def test_suite_task_ids_seeds_and_step_limit(tmp_path):
 # -------------------------------------------------------------------------------- metrics
 def _rec(env, key, reward, metrics=None, status="completed", **extra):
     return {"env_id": env, "task_id": key, "key": f"{env}|{key}", "reward": reward,
-            "metrics": metrics or {}, "status": status, "steps": 2, **extra}  # fmt: skip
+            "metrics": metrics or {}, "status": status, "steps": 2, **extra}
 
 
 def test_metrics_per_task_type_with_intervals():
@@ -164,11 +164,11 @@ def test_metrics_per_task_type_with_intervals():
     envs = summary["envs"]
     qa = envs["lumos/HotpotQA-v0"]
     assert qa["primary_metric"] == "accuracy" and set(qa["metrics"]) == {
-        "accuracy", "exact_match", "f1"}  # fmt: skip
+        "accuracy", "exact_match", "f1"}
     assert qa["metrics"]["f1"]["mean"] == pytest.approx(0.5)
     assert qa["statuses"]["agent-error"] == 1 and qa["steps"] == {"total": 6, "mean": 2.0}
     assert set(envs["lumos/Mind2Web-v0"]["metrics"]) == {
-        "step_success_rate", "element_accuracy", "operation_f1", "task_success"}  # fmt: skip
+        "step_success_rate", "element_accuracy", "operation_f1", "task_success"}
     shop = envs["lumos/WebShop-v0"]
     assert shop["primary_metric"] == "average_reward" and shop["mean"] == pytest.approx(0.9)
     assert shop["metrics"]["success_rate"]["mean"] == 0.5
@@ -247,13 +247,13 @@ def test_a_run_killed_by_sigkill_resumes_to_the_uninterrupted_episodes(tmp_path,
 
     args = ["evaluate", "--agent", "lumos-i", "--model", str(tiny_model), "--env", "MathWord-v0",
             "--limit", "16", "--batch-size", "1", "--max-new-tokens", "12", "--max-rounds", "2",
-            "--device", "cpu", "--no-progress"]  # fmt: skip
+            "--device", "cpu", "--no-progress"]
     assert main([*args, "--out", str(tmp_path / "whole")]) == 0
     path = tmp_path / "killed" / "episodes.jsonl"
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     process = subprocess.Popen([sys.executable, "-m", "lumos_gym.cli", *args, "--out",
                                 str(tmp_path / "killed")], env=env,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # fmt: skip
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         deadline = time.monotonic() + 120
         while not path.exists() or path.read_bytes().count(b"\n") < 3:
@@ -273,7 +273,7 @@ def test_a_run_killed_by_sigkill_resumes_to_the_uninterrupted_episodes(tmp_path,
         rows = [json.loads(line) for line in (folder / "episodes.jsonl").open()]
         assert len(rows) == len({r["key"] for r in rows}) == 16
         return sorted((r["key"], r["status"], r["reward"], r["prediction"],
-                       json.dumps(r["turns"], sort_keys=True)) for r in rows)  # fmt: skip
+                       json.dumps(r["turns"], sort_keys=True)) for r in rows)
 
     assert episodes(tmp_path / "killed") == episodes(tmp_path / "whole")
     assert comparable(_summary(tmp_path / "killed")) == comparable(_summary(tmp_path / "whole"))
@@ -296,9 +296,9 @@ def test_shards_merged_equal_the_whole_run(tmp_path, half_right, capsys):
     sizes = [len(read_results(tmp_path / f"s{i}").records) for i in (1, 2)]
     assert sizes == [5, 5]
     assert main(["merge", str(tmp_path / "s2"), str(tmp_path / "s1"),
-                 "--out", str(tmp_path / "merged")]) == 0  # fmt: skip
+                 "--out", str(tmp_path / "merged")]) == 0
     assert "merged 2 folders, 10 episodes" in capsys.readouterr().out
-    from lumos_gym.leaderboard import load_board
+    from lumos_gym.leaderboard.render import load_board
 
     apart = load_board([tmp_path / "s1", tmp_path / "s2"]).warnings
     assert any("s1: only shard(s) 1/2 of a run; merge every shard" in w for w in apart)
@@ -324,7 +324,7 @@ def test_merge_refuses_what_does_not_fit(tmp_path, half_right):
     with pytest.raises(ResultsError, match=r"shard\(s\) 2 of 2 are not given"):
         merge_results([tmp_path / "s1"], tmp_path / "m2")
     evaluate("cot", envs=ENVS, limit=5, shard="2/2", out=tmp_path / "cot", progress=False,
-             backends={"policy": ScriptedBackend(half_right)})  # fmt: skip
+             backends={"policy": ScriptedBackend(half_right)})
     with pytest.raises(ResultsError, match="different configurations"):
         merge_results([tmp_path / "s1", tmp_path / "cot"], tmp_path / "m3")
     _run(tmp_path / "other-limit", half_right, limit=4, shard="2/2")
@@ -358,7 +358,7 @@ def test_corrupt_and_truncated_shards_load_their_valid_records(tmp_path, half_ri
     with pytest.raises(ResultsError, match="1 planned episode"):
         merge_results([tmp_path / "s1", tmp_path / "s2"], tmp_path / "m")
     assert main(["merge", str(tmp_path / "s1"), str(tmp_path / "s2"), "--out",
-                 str(tmp_path / "m"), "--partial"]) == 0  # fmt: skip
+                 str(tmp_path / "m"), "--partial"]) == 0
     captured = capsys.readouterr()
     assert "truncated last line" in captured.err and "(1 missing)" in captured.out
     assert _summary(tmp_path / "m")["missing_episodes"] == 1
@@ -396,7 +396,7 @@ def test_resume_refuses_episodes_of_another_plan_or_agent_before_any_model(tmp_p
         evaluate("cot", envs=ENVS, limit=4, out=tmp_path, models=nowhere, progress=False)
     with pytest.raises(EvaluationError, match=r"agent\.config\.seed \(0 there, 3 now\)"):
         evaluate("direct", envs=ENVS, limit=4, out=tmp_path, seed=3, models=nowhere,
-                 agent_config=AgentConfig(seed=3), progress=False)  # fmt: skip
+                 agent_config=AgentConfig(seed=3), progress=False)
 
 
 def test_validate_wants_the_whole_suite(tmp_path, capsys):
@@ -417,7 +417,7 @@ def test_resume_warns_about_another_version_and_merge_verb_dispatch(tmp_path, ha
     assert "started by lumos-gym 0.0.1" in capsys.readouterr().err
     (tmp_path / "plain").mkdir()
     code = main(["merge", str(tmp_path / "r"), str(tmp_path / "plain"), "--out",
-                 str(tmp_path / "x")])  # fmt: skip
+                 str(tmp_path / "x")])
     assert code == 2 and "neither" in capsys.readouterr().err
 
 
@@ -457,7 +457,7 @@ def test_provenance_paths_travel(tmp_path, monkeypatch):
     from pathlib import Path
 
     import lumos_gym
-    from lumos_gym.evaluate import portable_paths
+    from lumos_gym.leaderboard.evaluate import portable_paths
 
     monkeypatch.setenv("LUMOS_GYM_CACHE", str(tmp_path / "cache"))
     package = Path(lumos_gym.__file__).resolve().parent

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lumos_gym.envs.math_data import (
+from lumos_gym.envs.math.data import (
     SAMPLE_FILES,
     calculator_expression,
     detect_math_format,
@@ -27,9 +27,14 @@ from lumos_gym.envs.math_data import (
     sample_path,
     strip_calc_marks,
 )
-from lumos_gym.envs.mathword import LEVEL_CATEGORIES, MathWordGenerator, split_of, template_names
-from lumos_gym.envs.metrics import answers_match, math_accuracy, normalize_number
+from lumos_gym.envs.math.mathword import (
+    LEVEL_CATEGORIES,
+    MathWordGenerator,
+    split_of,
+    template_names,
+)
 from lumos_gym.errors import DataError
+from lumos_gym.scoring.answers import answers_match, math_accuracy, normalize_number
 
 # ---------------------------------------------------------------------------------------------
 # A tiny safe evaluator: numbers, + - * /, unary minus and parentheses; nothing else.
@@ -714,7 +719,7 @@ def test_json_lines_keep_line_separator_characters_inside_strings(tmp_path):
     # U+2028 and U+0085 are line breaks for str.splitlines but plain characters in JSON strings
     path = tmp_path / "train.jsonl"
     row = {"question": "Ann has 2 pens\u2028and 3 more\u0085pens. How many?",
-           "answer": "2+3=<<2+3=5>>5\n#### 5"}  # fmt: skip
+           "answer": "2+3=<<2+3=5>>5\n#### 5"}
     path.write_text(json.dumps(row, ensure_ascii=False) + "\r\n", encoding="utf-8")
     [task] = load_gsm8k(path, "train")
     assert "\u2028and 3 more\u0085pens" in task.question and task.answer == "5"

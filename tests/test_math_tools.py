@@ -10,10 +10,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from lumos_gym.actions import Action, parse_action
-from lumos_gym.envs.math import MathEnv
-from lumos_gym.envs.metrics import math_accuracy
+from lumos_gym.envs.math.official import MathEnv
 from lumos_gym.envs.tasks import Task
 from lumos_gym.errors import ToolError, UndefinedVariableError
+from lumos_gym.scoring.answers import math_accuracy
 from lumos_gym.tools import make_tool
 from lumos_gym.tools import math as mt
 from lumos_gym.tools.base import ToolContext
@@ -418,7 +418,7 @@ def test_solve_inequality_of_set_inequalities_and_errors():
     ("argument", "expected"),
     [("p", "p"), ("5.0", "5"), ("$1,200", "1200"), ("-3.50", "-3.5"), ("R1", "3 + 4"),
      ("the number of apples", "the number of apples"), ("40%", "40%")],
-)  # fmt: skip
+)
 def test_define_is_identity(argument, expected):
     assert run(f"R2 = Define({argument})", {"R1": "3 + 4"})[0] == (expected,)
 
@@ -478,7 +478,7 @@ def test_count_errors(argument, needle):
 
 def test_a_lumos_style_episode_with_every_math_tool():
     task = Task(id="t", question="40% of p plus 30 is p. What is p?", answer="50",
-                task_type="math")  # fmt: skip
+                task_type="math")
     env = MathEnv(tasks=[task])
     env.reset(options={"task_id": "t"})
     obs, *_ = env.step(

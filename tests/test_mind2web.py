@@ -26,8 +26,8 @@ from lumos_gym.conversion.mind2web_rules import mind2web_annotation
 from lumos_gym.conversion.rules import ConversionError
 from lumos_gym.conversion.verify import verify_annotations
 from lumos_gym.envs.checks import replay_gold
-from lumos_gym.envs.mind2web import MIND2WEB_TOOLS, Mind2WebEnv, mind2web_source
-from lumos_gym.envs.mind2web_data import (
+from lumos_gym.envs.web.mind2web import MIND2WEB_TOOLS, Mind2WebEnv, mind2web_source
+from lumos_gym.envs.web.mind2web_data import (
     Operation,
     build_page,
     infer_split,
@@ -66,7 +66,7 @@ def candidate(tag, node_id, positive=False, *, as_dict=False, **attributes):
 def page_html(*elements: str) -> str:
     body = "".join(elements)
     return (f'<html backend_node_id="1"><body backend_node_id="2"><div backend_node_id="3">'
-            f"{body}</div></body></html>")  # fmt: skip
+            f"{body}</div></body></html>")
 
 
 FLIGHTS_1 = page_html(
@@ -109,7 +109,7 @@ def flights_task():
              "pos_candidates": [candidate("select", "22", True)],
              "neg_candidates": [candidate("span", "20"), candidate("span", "21")]},
         ],
-    }  # fmt: skip
+    }
 
 
 SHOP_1 = page_html(
@@ -148,7 +148,7 @@ def songs_task():
              "pos_candidates": [],
              "neg_candidates": [candidate("a", "41")]},
         ],
-    }  # fmt: skip
+    }
 
 
 def empty_task():
@@ -161,7 +161,7 @@ def empty_task():
                      "cleaned_html": "<html></html>",
                      "operation": {"op": "CLICK", "original_op": "CLICK", "value": ""},
                      "pos_candidates": [], "neg_candidates": []}],
-    }  # fmt: skip
+    }
 
 
 @pytest.fixture
@@ -188,17 +188,17 @@ def make_env(root, **kwargs):
 def test_loader_keeps_every_field_and_reads_files_folders_and_roots(data_root):
     tasks = load_mind2web(data_root / "test_task", "test_task")
     assert [t.id for t in tasks] == ["mind2web/test_task/flights-1", "mind2web/test_task/songs-2",
-                                     "mind2web/test_task/empty-3"]  # fmt: skip
+                                     "mind2web/test_task/empty-3"]
     flights = tasks[0]
     assert flights.task_type == "web" and flights.question.startswith("Find flights from Atlanta")
     assert flights.rationale == flights.answer == "; ".join(flights_task()["action_reprs"])
     for key in ("annotation_id", "website", "domain", "subdomain", "confirmed_task",
-                "action_reprs", "actions"):  # fmt: skip
+                "action_reprs", "actions"):
         assert flights.meta[key] == flights_task()[key]
     assert flights.meta["actions"][1]["operation"]["original_op"] == "HOVER"
     assert flights.meta["actions"][0]["raw_html"] == FLIGHTS_1
     assert tasks[1].meta["actions"][1]["operation"] == {"op": "CLICK", "original_op": "ENTER",
-                                                        "value": ""}  # fmt: skip
+                                                        "value": ""}
     assert len(flights.gold_actions) == 3 and flights.gold_actions[2].startswith("R3 = SELECT(R2")
     # the data root with a split name, numbered train files in numeric order, a single file
     train = load_mind2web(data_root, "train")
@@ -230,10 +230,10 @@ def test_loader_errors_name_the_problem(data_root, tmp_path, monkeypatch):
         "bad op": json.dumps([{**flights_task(), "action_reprs": ["x"], "actions": [
             {**flights_task()["actions"][0], "operation": {"op": "SCROLL"}}]}]),
         "repeated": json.dumps([flights_task(), flights_task()]),
-    }  # fmt: skip
+    }
     messages = {"not json": "not readable as JSON", "missing field": "missing field.*actions",
                 "wrong count": "one string per action", "bad op": "SCROLL",
-                "repeated": "repeated"}  # fmt: skip
+                "repeated": "repeated"}
     for name, text in cases.items():
         (bad / "x.json").write_text(text)
         with pytest.raises(DataError, match=messages[name]):
@@ -243,7 +243,7 @@ def test_loader_errors_name_the_problem(data_root, tmp_path, monkeypatch):
 def test_action_reprs_and_subgoals():
     parsed = parse_action_repr("[combobox]  Departing from -> TYPE: ATLANTA")
     assert (parsed.tag, parsed.text, parsed.op, parsed.value) == (
-        "combobox", "Departing from", "TYPE", "ATLANTA")  # fmt: skip
+        "combobox", "Departing from", "TYPE", "ATLANTA")
     assert parse_action_repr("[button]   -> CLICK").text == ""
     assert parse_action_repr("no arrow here") is None
     hover = Operation("CLICK", "", "HOVER")
@@ -255,7 +255,7 @@ def test_action_reprs_and_subgoals():
     assert step_subgoal("[searchbox]  Search -> ENTER", enter) == "Press Enter in searchbox Search"
     select = Operation("SELECT", "Business", "SELECT")
     assert step_subgoal("[select]  Economy -> SELECT: Business", select) == (
-        "Select Business in the select Economy")  # fmt: skip
+        "Select Business in the select Economy")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -270,7 +270,7 @@ def test_pages_keep_positives_shuffle_with_a_seed_and_read_cleaned_html(data_roo
     assert by_id["11"].text == "Search flights" and by_id["10"].label == "[input] Departing from"
     assert "Departing from" in by_id["10"].ranking_text and by_id["10"].positive
     orders = {tuple(c.backend_node_id for c in build_page(task, 0, seed=s).candidates)
-              for s in range(12)}  # fmt: skip
+              for s in range(12)}
     assert len(orders) > 1  # the seed shuffles
     assert build_page(task, 0, seed=3) == build_page(task, 0, seed=3)
     small = build_page(task, 0, max_candidates=1)
@@ -304,7 +304,7 @@ def test_right_steps_score_one_and_observations_show_the_next_page(data_root):
     obs, reward, done, _, info = env.step("R3 = SELECT(R2, QUERY: cabin class, TEXT: Business)")
     assert done and reward == 1.0 and "last step (3 of 3)" in obs
     assert info["metrics"] == {"step_success_rate": 1.0, "element_accuracy": 1.0,
-                               "operation_f1": 1.0, "success": 1.0}  # fmt: skip
+                               "operation_f1": 1.0, "success": 1.0}
     assert info["gold_answer"].startswith("[combobox]  Departing from -> TYPE: ATLANTA")
     env.close()
 
@@ -430,7 +430,7 @@ def test_rankers_pick_the_fitting_element(data_root):
     oracle = OracleRanker().scores("anything", [], page.candidates)
     assert page.candidates[int(np.argmax(oracle))].positive
     assert mindact_query("Click Atlanta", ["a", "b", "c", "d"]) == (
-        "task is: Click Atlanta\nPrevious actions: b; c; d")  # fmt: skip
+        "task is: Click Atlanta\nPrevious actions: b; c; d")
     with pytest.raises(ToolError, match="unknown element ranker"):
         make_ranker("random")
     with pytest.raises(ToolError, match="needs a model"):
@@ -446,7 +446,7 @@ def test_cross_encoder_loads_only_when_asked_and_scores_each_candidate(data_root
     torch.manual_seed(0)
     config = BertConfig(vocab_size=len(tokenizer), hidden_size=16, num_hidden_layers=1,
                         num_attention_heads=2, intermediate_size=32, num_labels=1,
-                        pad_token_id=tokenizer.pad_token_id)  # fmt: skip
+                        pad_token_id=tokenizer.pad_token_id)
     folder = tmp_path / "tiny-cross-encoder"
     BertForSequenceClassification(config).save_pretrained(folder)
     tokenizer.save_pretrained(folder)
@@ -507,7 +507,7 @@ def test_converter_writes_one_subgoal_per_step_and_verifies(data_root):
     outcome = StepOutcome(*env.step(action))
     domain = prompts.lumos_domain(s.name for s in tool_specs(info))
     assert subgoal_feedback(1, annotation.subgoals[0].line, action, outcome,
-                            task_type=info["task_type"], domain=domain) == restated  # fmt: skip
+                            task_type=info["task_type"], domain=domain) == restated
     env.close()
     broken = mind2web_annotation(tasks[0])
     wrong = broken.to_dict()
@@ -523,9 +523,9 @@ def test_converter_writes_one_subgoal_per_step_and_verifies(data_root):
 
 
 def test_recorder_writes_loadable_official_records_from_a_live_shop(tmp_path):
-    from lumos_gym.envs import mind2web_record as rec
-    from lumos_gym.envs.shop.catalog import generate_catalog
-    from lumos_gym.envs.shop.server import ShopServer
+    from lumos_gym.envs.web import mind2web_record as rec
+    from lumos_gym.envs.web.shop.catalog import generate_catalog
+    from lumos_gym.envs.web.shop.server import ShopServer
 
     catalog = generate_catalog(seed=0, num_products=200)
     with ShopServer(catalog) as server:
@@ -538,12 +538,12 @@ def test_recorder_writes_loadable_official_records_from_a_live_shop(tmp_path):
     assert targets  # every task ends with Buy Now
     for record in records:
         assert set(record) == {"annotation_id", "website", "domain", "subdomain",
-                               "confirmed_task", "action_reprs", "actions"}  # fmt: skip
+                               "confirmed_task", "action_reprs", "actions"}
         assert record["action_reprs"][0].startswith("[textbox]  Search products -> TYPE: ")
         assert record["action_reprs"][-1] == "[link]  Buy Now -> CLICK"
         for action in record["actions"]:
             assert set(action) == {"action_uid", "raw_html", "cleaned_html", "operation",
-                                   "pos_candidates", "neg_candidates"}  # fmt: skip
+                                   "pos_candidates", "neg_candidates"}
             assert set(action["operation"]) == {"op", "original_op", "value"}
             [positive] = action["pos_candidates"]
             attributes = json.loads(positive["attributes"])
@@ -567,7 +567,7 @@ def test_recorder_writes_loadable_official_records_from_a_live_shop(tmp_path):
 
 
 def test_cleaning_numbers_and_names_elements():
-    from lumos_gym.envs import mind2web_record as rec
+    from lumos_gym.envs.web import mind2web_record as rec
 
     html = (
         "<!DOCTYPE html><html><head><title>t</title><style>p{}</style></head><body>"
@@ -595,8 +595,8 @@ def test_cleaning_numbers_and_names_elements():
 
 
 def test_bundled_set_is_the_default_and_replays_and_verifies():
-    from lumos_gym.envs import mind2web_record as rec
     from lumos_gym.envs.checks import check_env_id
+    from lumos_gym.envs.web import mind2web_record as rec
 
     env = Mind2WebEnv(ranker="oracle")
     assert len(env.tasks) == 24 and env.source.describe()["kind"] == "bundled"
@@ -607,7 +607,7 @@ def test_bundled_set_is_the_default_and_replays_and_verifies():
     assert all(replay_gold(env, task).ok for task in env.tasks)
     annotations = [mind2web_annotation(task) for task in env.tasks]
     report = verify_annotations(annotations, env_factory=lambda _t, _d: Mind2WebEnv(
-        ranker="oracle"))  # fmt: skip
+        ranker="oracle"))
     assert report.yield_rate == 1.0, report.format_report()
     report = check_env_id("lumos/Mind2Web-v0", replay_limit=4)
     assert report.ok, report
@@ -637,10 +637,10 @@ def test_ranker_options_reach_the_tools(data_root):
 
 def test_the_bundled_set_is_what_the_recorder_writes(tmp_path):
     """The shipped file is reproducible; if the shop's pages change, regenerate it with
-    ``python -m lumos_gym.envs.mind2web_record --out lumos_gym/envs/data/mind2web``."""
+    ``python -m lumos_gym.envs.web.mind2web_record --out lumos_gym/envs/data/mind2web``."""
     from importlib import resources
 
-    from lumos_gym.envs import mind2web_record as rec
+    from lumos_gym.envs.web import mind2web_record as rec
 
     path = rec.write_bundled(tmp_path)
     shipped = resources.files("lumos_gym.envs").joinpath(

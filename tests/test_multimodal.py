@@ -33,7 +33,7 @@ from lumos_gym.conversion.rules import CONVERTERS, ConversionError, convert_task
 from lumos_gym.conversion.verify import verify_annotations
 from lumos_gym.envs.base import observation_text
 from lumos_gym.envs.checks import check_env_id, replay_gold
-from lumos_gym.envs.multimodal import (
+from lumos_gym.envs.multimodal.base import (
     VQA_TOOLS,
     TaskImage,
     VQADatasetEnv,
@@ -42,7 +42,13 @@ from lumos_gym.envs.multimodal import (
     letterbox,
     scienceqa_scores,
 )
-from lumos_gym.envs.scenes import (
+from lumos_gym.envs.multimodal.reader import (
+    SCENE_READER,
+    answer_scene_question,
+    read_label,
+    read_scene,
+)
+from lumos_gym.envs.multimodal.scenes import (
     CANVAS,
     CARD_WORDS,
     KINDS,
@@ -59,7 +65,7 @@ from lumos_gym.envs.scenes import (
 from lumos_gym.envs.tasks import Task
 from lumos_gym.errors import DataError, LumosGymError, ToolError
 from lumos_gym.tools import ToolContext
-from lumos_gym.tools.vqa import VQA, answer_scene_question, read_label, read_scene
+from lumos_gym.tools.vqa import VQA
 
 
 def _vqa_answers(task: Task) -> dict[str, str]:
@@ -225,14 +231,14 @@ def test_vqa_argument_and_image_errors_are_observations():
     env.close()
     tool = VQA(backend="scene")
     picture = _scene_image(env.tasks[0])
-    session = TaskImage(picture, size=(8, 8))
+    session = TaskImage(picture, size=(8, 8), reader=SCENE_READER)
     ctx = ToolContext(variables={"R1": "<img>"}, session=session)
     assert tool.run(parse_action("R2 = VQA(R1, How many objects are there?)"), ctx).values
     with pytest.raises(ToolError, match="no image"):
         tool.run(parse_action("R2 = VQA(<img>, How many objects?)"), ToolContext())
     with pytest.raises(ToolError, match="has no image"):
         tool.run(parse_action("R2 = VQA(<img>, How many objects?)"),
-                 ToolContext(session=TaskImage(None, size=(8, 8))))  # fmt: skip
+                 ToolContext(session=TaskImage(None, size=(8, 8))))
     with pytest.raises(ToolError, match="needs a model"):
         VQA(backend="hf").run(parse_action("R2 = VQA(<img>, How many objects?)"), ctx)
     with pytest.raises(ToolError, match="backend must be one of"):
@@ -281,7 +287,7 @@ AOKVQA_RECORDS = [
         "difficult_direct_answer": True,
         "rationales": ["The round shape is red.", "Red fruit.", "It looks red like a fruit."],
     },
-]  # fmt: skip
+]
 
 
 @pytest.fixture
@@ -290,7 +296,7 @@ def aokvqa(tmp_path: Path) -> tuple[Path, Path]:
     folder.mkdir()
     (folder / "aokvqa_v1p0_val.json").write_text(json.dumps(AOKVQA_RECORDS))
     test = [{k: r[k] for k in ("split", "image_id", "question_id", "question", "choices")}
-            for r in AOKVQA_RECORDS]  # fmt: skip
+            for r in AOKVQA_RECORDS]
     for record in test:
         record["split"] = "test"
     (folder / "aokvqa_v1p0_test.json").write_text(json.dumps(test))
@@ -329,7 +335,7 @@ SCIENCEQA_PROBLEMS = {
         "skill": "Animal adaptations: feet", "lecture": "", "solution": "",
         "split": "val",
     },
-}  # fmt: skip
+}
 
 
 @pytest.fixture
@@ -338,7 +344,7 @@ def scienceqa(tmp_path: Path) -> Path:
     folder.mkdir()
     (folder / "problems.json").write_text(json.dumps(SCIENCEQA_PROBLEMS))
     (folder / "pid_splits.json").write_text(json.dumps({"train": ["5", "7"], "val": ["9"],
-                                                        "minival": ["9"]}))  # fmt: skip
+                                                        "minival": ["9"]}))
     _jpeg(folder / "images" / "train" / "5" / "image.png", (20, 160, 60), "square")
     _jpeg(folder / "images" / "val" / "9" / "image.png", (235, 195, 20), "circle")
     return folder
@@ -352,7 +358,7 @@ def test_aokvqa_loader_keeps_every_field_and_shows_the_options(aokvqa):
     task = base.tasks[0]
     assert task.id == "aokvqa/val/22MexNkBPpdZGX6sxbxVBH" and task.answer == "cab"
     assert task.question == ("What is the man by the bags awaiting? Options: (A) skateboarder "
-                             "(B) train (C) delivery (D) cab")  # fmt: skip
+                             "(B) train (C) delivery (D) cab")
     for key, value in AOKVQA_RECORDS[0].items():
         assert task.meta[key] == value
     assert task.meta["image_file"] == "val2017/000000299207.jpg"
@@ -391,7 +397,7 @@ def test_aokvqa_scores_multiple_choice_and_direct_answers(aokvqa):
     assert aokvqa_scores("The answer is D.", cab)["mc_accuracy"] == 1.0
     assert aokvqa_scores("train", cab) == {"mc_accuracy": 0.0, "da_accuracy": 0.0, "accuracy": 0.0}
     assert aokvqa_scores("taxi", cab) == {"mc_accuracy": 0.0, "da_accuracy": 2 / 3,
-                                          "accuracy": 0.0}  # fmt: skip
+                                          "accuracy": 0.0}
     assert aokvqa_scores("Tomato.", fruit)["da_accuracy"] == 1.0
     env.reset(options={"task_id": cab.id})
     *_, reward, terminated, _, info = env.step("Answer(cab)")
@@ -414,7 +420,7 @@ def test_scienceqa_loader_images_and_scores(scienceqa):
     north, bat = base.tasks
     assert north.id == "scienceqa/train/5" and north.answer == "West Virginia"
     assert north.question.startswith("Question: Which of these states is farthest north? "
-                                     "Options: (A) West Virginia (B) Louisiana")  # fmt: skip
+                                     "Options: (A) West Virginia (B) Louisiana")
     assert north.meta["image_file"] == "train/5/image.png" and bat.meta["image_file"] is None
     assert {k: north.meta[k] for k in SCIENCEQA_PROBLEMS["5"]} == SCIENCEQA_PROBLEMS["5"]
     assert scienceqa_scores("West Virginia", north) == {"accuracy": 1.0}
@@ -454,7 +460,7 @@ def test_missing_and_unreadable_images_are_error_observations(scienceqa):
     data = (scienceqa / "images" / "val" / "9" / "image.png").read_bytes()
     (scienceqa / "images" / "val" / "9" / "image.png").write_bytes(data[: len(data) // 2])
     truncated = VQADatasetEnv(dataset="scienceqa", split="val", path=scienceqa,
-                              vqa_backend="scene")  # fmt: skip
+                              vqa_backend="scene")
     obs, _ = truncated.reset(options={"index": 0})
     assert not obs["image"].any()
     obs, *_ = truncated.step("R1 = VQA(<img>, How many objects are there?)")
@@ -467,7 +473,7 @@ def test_dataset_gold_replays_and_converted_annotations_verify(aokvqa, scienceqa
     folder, coco = aokvqa
     for kwargs in ({"dataset": "aokvqa", "split": "val", "path": folder, "images": coco},
                    {"dataset": "scienceqa", "split": "train", "path": scienceqa},
-                   {"dataset": "scienceqa", "split": "val", "path": scienceqa}):  # fmt: skip
+                   {"dataset": "scienceqa", "split": "val", "path": scienceqa}):
         env = VQADatasetEnv(**kwargs, **VQADatasetEnv.replay_options)
         for task in env.tasks:
             assert replay_gold(env, task).ok, task.id
@@ -485,7 +491,7 @@ def test_dataset_gold_replays_and_converted_annotations_verify(aokvqa, scienceqa
     assert text.endswith("= He is waiting for a cab to take his bags.")  # names the answer
     assert plan.subgoals[1].actions[0].text.endswith("= cab")
     north = scienceqa_annotation(VQADatasetEnv(dataset="scienceqa", split="train",
-                                               path=scienceqa).tasks[0])  # fmt: skip
+                                               path=scienceqa).tasks[0])
     assert [s.actions[0].action.name for s in north.subgoals] == ["QA", "VQA", "QA"]
     assert "Maps have four cardinal directions" in north.subgoals[0].actions[0].text
 
@@ -494,7 +500,7 @@ def test_scenes_converter_and_verification():
     env = ScenesEnv(num_tasks=1, **ScenesEnv.replay_options)
     items = list(convert_tasks(env.tasks, "scenes"))
     report = verify_annotations(items, env_factory=lambda tasks, dataset: ScenesEnv(
-        num_tasks=1, **ScenesEnv.replay_options))  # fmt: skip
+        num_tasks=1, **ScenesEnv.replay_options))
     assert len(report.kept) == len(KINDS), report.format_report()
     env.close()
     card = scenes_annotation(make_task("count_times_card", split="test", seed=0, number=0))
@@ -512,7 +518,7 @@ def test_converters_reject_tasks_without_a_decomposition(aokvqa):
         aokvqa_annotation(test.tasks[0])
     task = make_task("colour_of", split="test", seed=0, number=0)
     broken = Task(task.id, task.question, "purple-ish", "multimodal",
-                  gold_actions=task.gold_actions, meta=task.meta)  # fmt: skip
+                  gold_actions=task.gold_actions, meta=task.meta)
     with pytest.raises(ConversionError, match="is not the answer"):
         scenes_annotation(broken)
     with pytest.raises(ConversionError, match="no gold steps"):
@@ -540,12 +546,12 @@ def build_tiny_vlm(folder: Path) -> Path:
     raw.decoder = decoders.ByteLevel()
     alphabet = [chr(b) for b in range(33, 127)] + ["\u0120", "\u010a"]
     trainer = trainers.BpeTrainer(vocab_size=220, special_tokens=["<pad>", "<eos>", "<image>"],
-                                  initial_alphabet=alphabet, show_progress=False)  # fmt: skip
+                                  initial_alphabet=alphabet, show_progress=False)
     raw.train_from_iterator(["how many red objects are there? answer the question"] * 3, trainer)
     tokenizer = transformers.PreTrainedTokenizerFast(
         tokenizer_object=raw, pad_token="<pad>", eos_token="<eos>",
         extra_special_tokens={"image_token": "<image>"},
-    )  # fmt: skip
+    )
     template = ("{% for m in messages %}{{ m['role'] }}: {% for c in m['content'] %}"
                 "{% if c['type'] == 'image' %}<image>{% else %}{{ c['text'] }}{% endif %}"
                 "{% endfor %}\n{% endfor %}{% if add_generation_prompt %}assistant:{% endif %}")
@@ -556,20 +562,20 @@ def build_tiny_vlm(folder: Path) -> Path:
         image_processor=image_processor, tokenizer=tokenizer, patch_size=8,
         vision_feature_select_strategy="default", chat_template=template,
         num_additional_image_tokens=1,
-    )  # fmt: skip
+    )
     torch.manual_seed(0)
     vision = transformers.CLIPVisionConfig(hidden_size=16, intermediate_size=32,
                                            num_hidden_layers=1, num_attention_heads=2,
-                                           image_size=32, patch_size=8)  # fmt: skip
+                                           image_size=32, patch_size=8)
     text = transformers.LlamaConfig(
         vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=1,
         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
         pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id,
         bos_token_id=None, initializer_range=1.0,
-    )  # fmt: skip
+    )
     config = transformers.LlavaConfig(vision_config=vision, text_config=text,
                                       image_token_id=tokenizer.convert_tokens_to_ids("<image>"),
-                                      vision_feature_layer=-1)  # fmt: skip
+                                      vision_feature_layer=-1)
     transformers.LlavaForConditionalGeneration(config).save_pretrained(folder)
     processor.save_pretrained(folder)
     return folder
@@ -583,7 +589,7 @@ def test_hf_backend_answers_from_the_image_with_a_tiny_model(tmp_path, monkeypat
         warnings.simplefilter("ignore")
         folder = build_tiny_vlm(tmp_path / "tiny-vlm")
     env = ScenesEnv(num_tasks=1, kinds=["count_colour", "shape_of"], vqa_backend="hf",
-                    vqa_model=str(folder), vqa_options={"max_new_tokens": 6})  # fmt: skip
+                    vqa_model=str(folder), vqa_options={"max_new_tokens": 6})
     answers = []
     for index in (0, 0, 1):
         env.reset(options={"index": index})
@@ -597,7 +603,7 @@ def test_hf_backend_answers_from_the_image_with_a_tiny_model(tmp_path, monkeypat
     env.close()
     assert vqa._vision is None
     bad = ScenesEnv(num_tasks=1, kinds=["count_all"], vqa_backend="hf",
-                    vqa_model=str(tmp_path / "no-such-model"))  # fmt: skip
+                    vqa_model=str(tmp_path / "no-such-model"))
     bad.reset(options={"index": 0})
     obs, *_ = bad.step("R1 = VQA(<img>, How many objects are there?)")
     assert observation_text(obs).startswith("Error: VQA: cannot load the VQA model")

@@ -37,7 +37,7 @@ def _pipeline(tmp_path, capsys):
     tiny = save_tiny_model(tmp_path / "tiny", max_positions=4096)  # Lumos prompts are long
     annotations = tmp_path / "mathword.jsonl"
     assert main(["convert", "--env", "lumos/MathWord-v0", "-k", "split=train", "-k",
-                 "num_tasks=12", "-k", "levels=[1]", "--out", str(annotations)]) == 0  # fmt: skip
+                 "num_tasks=12", "-k", "levels=[1]", "--out", str(annotations)]) == 0
     assert "12 annotations kept" in capsys.readouterr().out
 
     adapters = {}
@@ -49,7 +49,7 @@ def _pipeline(tmp_path, capsys):
         code = main(["train", "--data", str(records), "--base-model", str(tiny), "--out", str(out),
                      "--max-steps", "10", "--lr", "0.03", "--max-length", "1024",
                      "--batch-size", "2", "--eval-fraction", "0.2", "--save-steps", "100",
-                     "--report-to", "none", "--device", "cpu", "--threads", "1"])  # fmt: skip
+                     "--report-to", "none", "--device", "cpu", "--threads", "1"])
         assert code == 0
         assert f"adapter: {out} (10 steps" in capsys.readouterr().out
         report = json.loads((out / "lumos_training.json").read_text())
@@ -59,10 +59,10 @@ def _pipeline(tmp_path, capsys):
 
     common = ["evaluate", "--agent", "lumos-i", "--env", "lumos/MathWord-v0", "-k", "split=test",
               "-k", "num_tasks=2", "--limit", "2", "--device", "cpu", "--max-new-tokens", "16",
-              "--max-rounds", "2", "--no-progress"]  # fmt: skip
+              "--max-rounds", "2", "--no-progress"]
     results = tmp_path / "results"
     assert main([*common, "--planner", str(adapters["planner"]),
-                 "--grounder", str(adapters["grounder"]), "--out", str(results)]) == 0  # fmt: skip
+                 "--grounder", str(adapters["grounder"]), "--out", str(results)]) == 0
     episodes = _episodes(results)
     assert len(episodes) == 2 and len({e["key"] for e in episodes}) == 2
     assert all(e["status"] in STATUSES and e["env_id"] == "lumos/MathWord-v0" for e in episodes)

@@ -124,7 +124,7 @@ def ground_iterative_messages():
         content = prompts.ground_turn(
             subgoal, first=index == 1, task=TASK, specs=QA_SPECS,
             earlier_results=earlier, with_results=True,
-        )  # fmt: skip
+        )
         messages.append({"role": "user", "content": content})
         messages.append({"role": "assistant", "content": actions})
     return messages
@@ -162,7 +162,7 @@ def test_math_and_web_later_turns_carry_no_results():
         "in terms of p."
     )
     turn = prompts.ground_turn(subgoal, first=False, task="t", specs=math_specs,
-                               earlier_results=["0.4p."], with_results=False)  # fmt: skip
+                               earlier_results=["0.4p."], with_results=False)
     assert turn == f"Subgoal to be grounded: {subgoal}\n"
 
 
@@ -195,7 +195,7 @@ def test_math_env_specs_build_the_lumos_instruction_from_the_template():
     specs = tool_specs(info)
     assert [s.name for s in specs] == [
         "Calculator", "SetEquation", "SolveEquation", "Count", "SolveInequality", "Code", "Define",
-    ]  # fmt: skip
+    ]
     # Bypass the literal table: build from the specs' own signatures and docs.
     names = ", ".join(f"'{s.name}'" for s in specs[:-1]) + f", and '{specs[-1].name}'"
     built = (

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 
-from lumos_gym import data
 from lumos_gym.actions import parse_action, parse_actions, references
 from lumos_gym.conversion.annotation import (
     Annotation,
@@ -20,7 +19,8 @@ from lumos_gym.conversion.annotation import (
 )
 from lumos_gym.conversion.qa_rules import QA_CONVERTERS, qa_annotation
 from lumos_gym.conversion.rules import ConversionError
-from lumos_gym.envs.qa_data import (
+from lumos_gym.envs import datasets as data
+from lumos_gym.envs.qa.data import (
     GOLD_PLANS,
     QA_DATASETS,
     QA_LOADERS,
@@ -151,7 +151,7 @@ def test_hotpotqa_sample_covers_bridge_comparison_and_yes_no():
     yes_no = tasks["5c1e0a7f55429e1b7d3a0002"]
     assert (yes_no.answer, yes_no.meta["answer_type"], yes_no.meta["type"]) == (
         "no", "yes/no", "comparison"
-    )  # fmt: skip
+    )
     assert tasks["5c1e0a7f55429e1b7d3a0004"].meta["answer_type"] == "number"
 
 
@@ -258,7 +258,7 @@ def test_hotpotqa_hub_rows_are_written_in_the_official_layout(tmp_path):
         "supporting_facts": {"title": ["Ada Brun", "Brenholt"], "sent_id": [0, 1]},
         "context": {"title": [c[0] for c in official["context"]],
                     "sentences": [c[1] for c in official["context"]]},
-    }  # fmt: skip
+    }
     path = tmp_path / "hub.json"
     write_hotpotqa_hub_rows([row], path)
     assert json.loads(path.read_text()) == [official]
@@ -276,7 +276,7 @@ def test_hub_rows_from_the_datasets_library_load_offline(tmp_path, monkeypatch):
         "supporting_facts": {"title": ["Ada Brun", "Brenholt"], "sent_id": [0, 1]},
         "context": {"title": [c[0] for c in official["context"]],
                     "sentences": [c[1] for c in official["context"]]},
-    }  # fmt: skip
+    }
     repo = tmp_path / "hotpot-repo"
     repo.mkdir()
     write_jsonl(repo / "validation.jsonl", [row])
@@ -309,7 +309,7 @@ def strategy_record(**changes):
         "decomposition": ["When was Brenholt founded?", "When did the Selna Bridge open?",
                           "Is #1 before #2?"],
         "evidence": [[[["Brenholt-0"]], [["Selna Bridge-1"]], ["operation"]]],
-    }  # fmt: skip
+    }
     record.update(changes)
     return record
 
@@ -320,7 +320,7 @@ def test_strategyqa_sample_uses_evidence_paragraphs_as_documents():
     assert task.answer == "no" and task.meta["answer_type"] == "yes/no"
     assert [d["id"] for d in task.meta["documents"]] == [
         "Tarnholm-2", "Skarvik Park-0", "Brenholt FC-1"
-    ]  # fmt: skip
+    ]
     assert task.meta["documents"][1]["title"] == "Skarvik Park"
     assert task.rationale == " ".join(task.meta["facts"])
     assert tasks["0b9e6a3f2c7d14e8a5b1"].meta["missing_paragraphs"] == ["Acrylic paint-3"]
@@ -352,7 +352,7 @@ def test_strategyqa_without_paragraphs_uses_facts(tmp_path):
 def test_strategyqa_reads_the_official_zip_with_its_paragraphs(tmp_path):
     archive = tmp_path / "strategyqa_dataset.zip"
     paragraphs = {"Brenholt-0": {"title": "Brenholt", "content": "Founded in 1310.",
-                                 "section": "", "headers": [""], "para_index": 0}}  # fmt: skip
+                                 "section": "", "headers": [""], "para_index": 0}}
     with zipfile.ZipFile(archive, "w") as z:
         z.writestr("strategyqa_train.json", json.dumps([strategy_record()]))
         z.writestr("strategyqa_test.json", json.dumps([{"qid": "t1", "question": "Is it?"}]))
@@ -372,11 +372,11 @@ def test_strategyqa_reads_the_official_zip_with_its_paragraphs(tmp_path):
 
 def test_strategyqa_lumos_eval_and_bigbench_files(tmp_path):
     lumos = [{"question": "Can a koala swim?", "answer": True},
-             {"question": "Is ice hot?", "answer": False}]  # fmt: skip
+             {"question": "Is ice hot?", "answer": False}]
     tasks = load_strategyqa(write_json(tmp_path / "test.json", lumos), "lumos_eval")
     assert [(t.id, t.answer) for t in tasks] == [
         ("strategyqa/lumos_eval/0", "yes"), ("strategyqa/lumos_eval/1", "no")
-    ]  # fmt: skip
+    ]
     bigbench = {
         "canary": "a canary string", "name": "strategyqa", "keywords": ["multi-step"],
         "examples": [
@@ -384,7 +384,7 @@ def test_strategyqa_lumos_eval_and_bigbench_files(tmp_path):
              "target_scores": {"Yes": 1, "No": 0}},
             {"input": "Is ice hot?", "target": "No. Ice is frozen water."},
         ],
-    }  # fmt: skip
+    }
     tasks = load_strategyqa(write_json(tmp_path / "task.json", bigbench), "bigbench")
     assert [(t.id, t.answer, t.rationale) for t in tasks] == [
         ("strategyqa/bigbench/0", "yes", "Koalas can swim short distances."),
@@ -466,14 +466,14 @@ def musique_record(**changes):
         ],
         "answer": "Selna",
         "answer_aliases": ["River Selna"],
-    }  # fmt: skip
+    }
     record.update(changes)
     return record
 
 
 def test_musique_reads_the_release_zip_and_unlabeled_test_files(tmp_path):
     hidden = {"id": "2hop__1_2", "question": "Which river?",
-              "paragraphs": [{"idx": 0, "title": "Ada Brun", "paragraph_text": "..."}]}  # fmt: skip
+              "paragraphs": [{"idx": 0, "title": "Ada Brun", "paragraph_text": "..."}]}
     archive = tmp_path / "musique_v1.0.zip"
     with zipfile.ZipFile(archive, "w") as z:
         z.writestr("data/musique_ans_v1.0_dev.jsonl", json.dumps(musique_record()) + "\n")
@@ -532,7 +532,7 @@ def test_musique_plan_rejects_a_dangling_reference(tmp_path):
     steps[0] = dict(steps[0], question="Who followed #3?")
     [task] = load_musique(write_jsonl(tmp_path / "d.jsonl", [musique_record()]), "dev")
     task = Task(task.id, task.question, task.answer, "qa",
-                meta={**task.meta, "question_decomposition": steps})  # fmt: skip
+                meta={**task.meta, "question_decomposition": steps})
     with pytest.raises(ConversionError, match="step 1 refers to #3"):
         QA_CONVERTERS["musique"](task)
 
@@ -545,7 +545,7 @@ def test_twowiki_sample_keeps_every_release_field():
     tasks = {t.meta["type"] + "/" + t.id[-6:]: t for t in bundled("2wikimultihopqa")}
     assert {k.split("/")[0] for k in tasks} == {
         "compositional", "comparison", "inference", "bridge_comparison"
-    }  # fmt: skip
+    }
     first = bundled("2wikimultihopqa")[0]
     assert first.meta["entity_ids"] == "Q90011_Q90012" and first.meta["answer_id"] == "Q90013"
     assert first.meta["evidences_id"][0] == ["Q90011", "director", "Q90012"]
@@ -560,7 +560,7 @@ def test_twowiki_sample_keeps_every_release_field():
 
 def test_twowiki_test_file_and_broken_chains(tmp_path):
     test = [{"_id": "t", "type": "comparison", "question": "Which is older?",
-             "context": [["A", ["A is old."]]], "entity_ids": "Q1_Q2"}]  # fmt: skip
+             "context": [["A", ["A is old."]]], "entity_ids": "Q1_Q2"}]
     path = write_json(tmp_path / "test.json", test)
     with pytest.raises(DataError, match="no gold 'answer'"):
         load_twowiki(path, "test")
@@ -568,7 +568,7 @@ def test_twowiki_test_file_and_broken_chains(tmp_path):
     record = dict(bundled("2wikimultihopqa")[0].meta)
     broken = {k: record[k] for k in ("_id", "type", "context", "supporting_facts", "entity_ids")}
     broken.update(question="Who?", answer="Somebody Else",
-                  evidences=[["A", "director", "B"], ["C", "mother", "D"]])  # fmt: skip
+                  evidences=[["A", "director", "B"], ["C", "mother", "D"]])
     [task] = load_twowiki(write_json(tmp_path / "dev.json", [broken]), "dev")
     assert task.gold_actions == ()
     with pytest.raises(ConversionError, match="do not chain to the answer"):
@@ -577,7 +577,7 @@ def test_twowiki_test_file_and_broken_chains(tmp_path):
 
 def test_twowiki_malformed_evidence(tmp_path):
     record = {"_id": "x", "question": "Who?", "answer": "B", "context": [],
-              "evidences": [["A", "director"]]}  # fmt: skip
+              "evidences": [["A", "director"]]}
     with pytest.raises(DataError, match=r"record 0: evidences\[0\] is not \[subject"):
         load_twowiki(write_json(tmp_path / "dev.json", [record]), "dev")
 
@@ -602,7 +602,7 @@ def test_bamboogle_json_variants_and_errors(tmp_path):
     [task] = load_bamboogle(flash, "test")
     assert (task.id, task.answer, task.meta["aliases"], task.meta["id"]) == (
         "bamboogle/test/0", "Ada", ["A."], "test_0"
-    )  # fmt: skip
+    )
     missing = tmp_path / "b.csv"
     missing.write_text("Question,Answer\nWho?,Ada\n\nWhat?,\n", encoding="utf-8")
     with pytest.raises(DataError, match=r"row 1 \(line 4\): no text in column 'Answer'"):
@@ -666,7 +666,7 @@ def test_registered_datasets_have_a_loader():
 
 @pytest.mark.parametrize("dataset", sorted(GOLD_PLANS))
 def test_gold_actions_replay_in_a_privileged_qa_env(dataset):
-    qa_env = pytest.importorskip("lumos_gym.envs.qa")
+    qa_env = pytest.importorskip("lumos_gym.envs.qa.base")
     tasks = [t for t in bundled(dataset) if t.gold_actions]
     env = qa_env.QAEnv(tasks=tasks, dataset=dataset, **qa_env.QAEnv.replay_options)
     outcomes = {}
@@ -697,10 +697,10 @@ def test_subgoal_phrasing_rules():
     assert qa_subgoal("Is #1 larger than #2?") == "Answer the question: Is #1 larger than #2?"
     assert relation_question("Green", "performer") == (
         "What is the performer of Green?", "Identify the performer of Green."
-    )  # fmt: skip
+    )
     assert relation_question("Tarnholm", "part of") == (
         "What is Tarnholm part of?", "Identify what Tarnholm is part of."
-    )  # fmt: skip
+    )
 
 
 @pytest.mark.parametrize("dataset", sorted(QA_CONVERTERS))
@@ -721,7 +721,7 @@ def test_converters_round_trip_and_are_deterministic(dataset, tmp_path):
         assert Annotation.from_dict(annotation.to_dict()) == annotation
         # the annotation's actions are the task's gold actions plus tails
         steps = ["; ".join(a.action.format(with_result=False) for a in s.actions)
-                 for s in annotation.subgoals]  # fmt: skip
+                 for s in annotation.subgoals]
         assert tuple(steps) == task.gold_actions[:-1]
         assert [s.text for s in annotation.subgoals] == task.meta["subgoals"]
         last = annotation.subgoals[-1].actions[-1].action
@@ -779,10 +779,10 @@ def test_converter_rejects_tasks_it_cannot_read():
         QA_CONVERTERS["hotpotqa"](unlabeled)
     # text that the action language would misread is refused, not written
     mention = Task("hotpotqa/dev/1", "Did the R2 unit fly?", "yes", "qa",
-                   meta={"supporting_facts": [["R2 unit", 0]]})  # fmt: skip
+                   meta={"supporting_facts": [["R2 unit", 0]]})
     with pytest.raises(GoldPlanError, match="mentions R2"):
         hotpotqa_plan(mention)
     unbalanced = Task("hotpotqa/dev/2", "Who wrote (it?", "Ada", "qa",
-                      meta={"supporting_facts": [["Ada", 0]]})  # fmt: skip
+                      meta={"supporting_facts": [["Ada", 0]]})
     with pytest.raises(ConversionError, match="not a valid action"):
         QA_CONVERTERS["hotpotqa"](unbalanced)

@@ -17,17 +17,7 @@ from conftest import ScriptedBackend
 from gymnasium.utils.env_checker import check_env
 
 from lumos_gym.actions import parse_action
-from lumos_gym.agents.backends.base import Backend, BackendInfo, Completion, GenerationRequest
-from lumos_gym.envs.qa import QA_TOOLS, QAEnv, qa_tool_options, task_documents
-from lumos_gym.envs.qa_metrics import (
-    JUDGE_PROMPT,
-    exact_match,
-    f1,
-    judge_correct,
-    normalize_answer,
-    qa_scores,
-    yes_no,
-)
+from lumos_gym.envs.qa.base import QA_TOOLS, QAEnv, qa_tool_options, task_documents
 from lumos_gym.envs.tasks import Task
 from lumos_gym.errors import (
     BackendError,
@@ -36,7 +26,17 @@ from lumos_gym.errors import (
     ToolError,
     UndefinedVariableError,
 )
+from lumos_gym.models.base import Backend, BackendInfo, Completion, GenerationRequest
 from lumos_gym.retrieval import Document
+from lumos_gym.scoring.qa import (
+    JUDGE_PROMPT,
+    exact_match,
+    f1,
+    judge_correct,
+    normalize_answer,
+    qa_scores,
+    yes_no,
+)
 from lumos_gym.tools import ToolContext, ToolResult
 from lumos_gym.tools.qa import QA, parse_qa_output, question_key
 
@@ -87,7 +87,7 @@ def qa_task(**meta_updates) -> Task:
         "aliases": ["Vell Mark"],
         "answer_type": "span",
         "subgoals": ["Subgoal 1: Find the founder.", "Subgoal 2: Find the birthplace."],
-    }  # fmt: skip
+    }
     meta.update(meta_updates)
     context = "Tarrow Khan founded the Vell Dominion in 1206 and was born in Vellmark."
     return Task(
@@ -121,7 +121,7 @@ def run_qa(tool: QA, text: str, ctx: ToolContext) -> ToolResult:
 
 def reference_ctx(**variables: str) -> ToolContext:
     return ToolContext(variables={"R2": EVIDENCE, **variables},
-                       reference={"sub_answers": SUB_ANSWERS})  # fmt: skip
+                       reference={"sub_answers": SUB_ANSWERS})
 
 
 # ----------------------------------------------------------------------------------- metrics
@@ -184,7 +184,7 @@ def test_yes_no(text, expected):
 
 def test_qa_scores_per_answer_type():
     assert qa_scores("Yes, it was", "yes", answer_type="yes/no") == {
-        "exact_match": 0.0, "f1": 0.0, "accuracy": 1.0}  # fmt: skip
+        "exact_match": 0.0, "f1": 0.0, "accuracy": 1.0}
     assert qa_scores("no", "yes")["accuracy"] == 0.0  # the type is inferred from the gold
     assert qa_scores("No answer", "no")["accuracy"] == 0.0
     number = qa_scores("1206.0", "1206", answer_type="number")
@@ -255,28 +255,28 @@ def test_reference_hit_and_miss():
 def test_reference_question_forms():
     tool, ctx = QA(backend="reference"), reference_ctx(R1="Tarrow Khan")
     assert run_qa(tool, "R3 = QA([R2], Query: Who founded the Vell Dominion?)", ctx).values == (
-        "Tarrow Khan",)  # fmt: skip
+        "Tarrow Khan",)
     assert run_qa(tool, "R3 = QA(R2, Who founded the Vell Dominion?)", ctx).values == (
-        "Tarrow Khan",)  # fmt: skip
+        "Tarrow Khan",)
     # variables in the question are substituted before the lookup
     assert run_qa(tool, "R3 = QA([R2], Question: Where was R1 born?)", ctx).values == (
-        "Vellmark",)  # fmt: skip
+        "Vellmark",)
 
 
 def test_reference_requires_the_evidence_for_spans():
     ctx = reference_ctx(R5="Evidence 1: Osk River *** The Osk River flows north.")
     tool = QA(backend="reference")
     assert run_qa(tool, "R6 = QA([R5], Question: Where was Tarrow Khan born?)", ctx).values == (
-        "No answer",)  # fmt: skip
+        "No answer",)
     assert ctx.state["QA"][-1]["verdict"] == "answer not in the context"
     # a second context that holds it is enough
     assert run_qa(tool, "R6 = QA([R5, R2], Question: Where was Tarrow Khan born?)", ctx).values \
-        == ("Vellmark",)  # fmt: skip
+        == ("Vellmark",)
     # numbers and yes/no answers need no evidence
     assert run_qa(tool, "R6 = QA([R5], Question: When was Tarrow Khan born?)", ctx).values == (
-        "1162",)  # fmt: skip
+        "1162",)
     assert run_qa(tool, "R6 = QA([R5], Question: Was Tarrow Khan a ruler?)", ctx).values == (
-        "yes",)  # fmt: skip
+        "yes",)
     # "Kharos" must occur as a word, not inside another one
     ctx2 = reference_ctx(R5="Evidence 1: The Kharosian plains are wide.")
     capital = "R6 = QA([R5], Question: What is the capital of the Vell Dominion?)"
@@ -289,7 +289,7 @@ def test_reference_literal_context():
     ctx = ToolContext(reference={"sub_answers": SUB_ANSWERS})
     tool = QA(backend="reference")
     result = run_qa(tool, "R1 = QA([Tarrow Khan was born in Vellmark.], Question: "
-                          "Where was Tarrow Khan born?)", ctx)  # fmt: skip
+                          "Where was Tarrow Khan born?)", ctx)
     assert result.values == ("Vellmark",)
 
 
@@ -436,7 +436,7 @@ def tiny(tmp_path_factory) -> Iterator[Path]:
 
 @pytest.fixture(scope="module")
 def tiny_hf(tiny) -> Iterator[Backend]:
-    from lumos_gym.agents.backends.hf import HFBackend
+    from lumos_gym.models.hf import HFBackend
 
     with HFBackend(str(tiny), device="cpu", batch_size=1) as hf:
         yield hf
@@ -461,7 +461,7 @@ def test_tiny_model_gets_lumos_prompt_as_chat_message(tiny_hf):
 def test_tiny_model_without_chat_template_gets_the_raw_prompt(tiny):
     from conftest import build_tokenizer
 
-    from lumos_gym.agents.backends.hf import HFBackend
+    from lumos_gym.models.hf import HFBackend
 
     tokenizer = build_tokenizer()
     tokenizer.chat_template = None
@@ -514,7 +514,7 @@ def test_tools_with_one_spec_share_one_model_until_the_last_closes(tiny):
 # ----------------------------------------------------------------------------------- QAEnv
 def make_env(**kwargs) -> QAEnv:
     options = {"tasks": [qa_task(), yes_no_task()], "tools": ["QA", "Calculator"],
-               "qa_backend": "reference", "privileged": True}  # fmt: skip
+               "qa_backend": "reference", "privileged": True}
     options.update(kwargs)
     return QAEnv(**options)
 
@@ -635,7 +635,7 @@ def test_judge_metric_and_prompt_record():
     content = judge.batches[0][0].messages[0]["content"]
     assert content == JUDGE_PROMPT.format(question=env.tasks[0].question,
                                           prediction="the Vellmark region",
-                                          ground_truth="Vellmark")  # fmt: skip
+                                          ground_truth="Vellmark")
 
 
 def test_failing_judge_does_not_end_the_run():
@@ -662,7 +662,7 @@ def hotpot_style_task() -> Task:
         "Kharos": ["Kharos is a walled city on a plateau.", " It hosts a spring horse fair."],
         "Mira Sellen": ["Mira Sellen was a cartographer born in Port Aldane.",
                         " She mapped the Amber Hills."],
-    }  # fmt: skip
+    }
     first, second = "Who founded the Vell Dominion?", "Where was Tarrow Khan born?"
     return Task(
         id="hotpotqa/dev/toy-bridge-1",
@@ -682,7 +682,7 @@ def hotpot_style_task() -> Task:
             "answer_type": "span",
             "subgoals": ["Subgoal 1: Find who founded the Vell Dominion.",
                          "Subgoal 2: Find where Tarrow Khan was born."],
-        },  # fmt: skip
+        },
     )
 
 
@@ -712,7 +712,7 @@ def test_retrieval_that_misses_the_evidence_gives_no_answer():
     # the right question asked of the wrong page: the evidence is not there
     observation, *_ = env.step("R1 = KnowledgeQuery(Mira Sellen); R2 = ParagraphRetrieve(R1, "
                                "Query: Where was Tarrow Khan born?); "
-                               "R3 = QA([R2], Question: Where was Tarrow Khan born?)")  # fmt: skip
+                               "R3 = QA([R2], Question: Where was Tarrow Khan born?)")
     assert observation.endswith("R3 = No answer"), observation
     _, reward, *_ = env.step("Answer(R3)")
     assert reward == 0.0

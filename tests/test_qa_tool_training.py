@@ -14,8 +14,9 @@ import pytest
 
 from lumos_gym.actions import parse_action
 from lumos_gym.conversion.annotation import Annotation, make_subgoals, write_annotations
+from lumos_gym.conversion.qa_tool import qa_tool_records, write_qa_tool_records
 from lumos_gym.conversion.worldqa_rules import worldqa_annotation
-from lumos_gym.envs.worldqa import WorldQAEnv
+from lumos_gym.envs.qa.worldqa import WorldQAEnv
 from lumos_gym.tools import qa
 from lumos_gym.tools.base import ToolContext
 from lumos_gym.tools.qa import (
@@ -25,7 +26,6 @@ from lumos_gym.tools.qa import (
     default_qa_model,
     parse_qa_output,
 )
-from lumos_gym.training.qa_tool import qa_tool_records, write_qa_tool_records
 
 QUESTION = re.compile(r"\nQuestion: (.*)\n")
 
@@ -120,7 +120,7 @@ def adapter(tmp_path_factory, built):
     data.write_text("".join(json.dumps(r) + "\n" for r in built.records[:8]))
     config = TrainConfig(data=[str(data)], base_model=str(tiny), out=str(root / "adapter"),
                          max_steps=2, lr=1e-2, eval_fraction=0, batch_size=4, max_length=1024,
-                         report_to="none", device="cpu", threads=1)  # fmt: skip
+                         report_to="none", device="cpu", threads=1)
     return train(config).out
 
 
@@ -135,7 +135,7 @@ def _ask(tool: QA) -> tuple[str, list[dict]]:
 
 
 def test_an_adapter_folder_is_a_qa_model(adapter):
-    from lumos_gym.agents.backends.hf import HFBackend
+    from lumos_gym.models.hf import HFBackend
 
     tool = QA(model=f"hf:{adapter}")
     answer, calls = _ask(tool)

@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from lumos_gym.errors import BackendError
-from lumos_gym.evaluate import EvaluationError, ModelOptions, role_model, with_reference
+from lumos_gym.leaderboard.evaluate import EvaluationError, ModelOptions, role_model, with_reference
 from lumos_gym.training.config import TrainingError
 from lumos_gym.training.mixture import choose_ids, domain_of_id, write_subset
-from lumos_gym.training.reproduce import (
+from lumos_gym.workflows.reproduce import (
     BASE_NAME,
     portable_training_report,
     render_report,
@@ -33,7 +33,7 @@ def _adapter(folder, base: str | None = "some-base") -> str:
 
 
 def test_adapter_folder_stands_for_its_base_and_itself(tmp_path):
-    from lumos_gym.agents.backends.hf import adapter_folder_base, split_model_name
+    from lumos_gym.models.hf import adapter_folder_base, split_model_name
 
     adapter = _adapter(tmp_path / "a", base="smollm2-135m")
     assert adapter_folder_base(adapter) == "smollm2-135m"
@@ -59,7 +59,7 @@ def test_role_model_splits_adapter_folders_and_refuses_doubles(tmp_path):
 
 
 def test_reference_adapters_apply_only_when_nothing_is_named(tmp_path, monkeypatch):
-    from lumos_gym.agents import reference
+    from lumos_gym.models import reference
 
     monkeypatch.setattr(reference, "REFERENCE_ROOT", tmp_path)
     ref = reference.REFERENCE_AGENTS["lumos-i"]
@@ -77,7 +77,7 @@ def test_reference_adapters_apply_only_when_nothing_is_named(tmp_path, monkeypat
 
 
 def test_shipped_reference_adapters_are_small_and_name_their_base():
-    from lumos_gym.agents.reference import REFERENCE_AGENTS, reference_models
+    from lumos_gym.models.reference import REFERENCE_AGENTS, reference_models
 
     ref = REFERENCE_AGENTS["lumos-i"]
     models = reference_models("lumos-i")
@@ -102,7 +102,7 @@ def test_shipped_reference_adapters_are_small_and_name_their_base():
 def test_two_adapter_folders_share_one_loaded_base(tmp_path):
     from conftest import save_tiny_model
 
-    from lumos_gym.evaluate import build_backends
+    from lumos_gym.leaderboard.evaluate import build_backends
 
     tiny = str(save_tiny_model(tmp_path / "tiny", max_positions=256))
     from peft import LoraConfig, get_peft_model
@@ -206,7 +206,7 @@ def test_an_adapter_for_another_base_fails_clearly_before_any_episode(tmp_path):
     from peft import LoraConfig, get_peft_model
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    from lumos_gym.agents.backends.hf import HFBackend
+    from lumos_gym.models.hf import HFBackend
 
     tiny = str(save_tiny_model(tmp_path / "tiny", max_positions=256))
     tokenizer = build_tokenizer()
@@ -273,9 +273,9 @@ def test_reproduce_trains_every_agent_on_one_mixture_scores_and_ships(tmp_path, 
     """reproduce_offline end to end on the tiny model and a small prepared data folder."""
     from conftest import save_tiny_model
 
-    from lumos_gym.agents import reference
     from lumos_gym.agents.base import AgentConfig
-    from lumos_gym.training.reproduce import TestEnv, reproduce_offline, ship_reference
+    from lumos_gym.models import reference
+    from lumos_gym.workflows.reproduce import TestEnv, reproduce_offline, ship_reference
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
@@ -325,20 +325,20 @@ def test_gpu_budget_trains_every_record_same_steps_in_parallel_and_stops(tmp_pat
     """--budget gpu --until train --parallel 2: all records, one step count, no evaluation."""
     from conftest import save_tiny_model
 
-    from lumos_gym.training.reproduce import budget_steps, reproduce_offline
+    from lumos_gym.workflows.reproduce import budget_steps, reproduce_offline
 
     tiny = str(save_tiny_model(tmp_path / "tiny", max_positions=4096))
     out = _prepared_run(tmp_path, 5, ("plan-iterative", "ground-iterative"))
     train = out / "data" / "train"
     records = sum(1 for _ in open(train / "plan-iterative.jsonl"))
     staged = reproduce_offline(out, agents=["lumos-i"], base_model=tiny, budget="gpu",
-                               until="data", log=lambda line: None)  # fmt: skip
+                               until="data", log=lambda line: None)
     assert staged["data"] == str(out / "data") and not (out / "models").exists()
     report = reproduce_offline(
         out, agents=["lumos-i"], base_model=tiny, budget="gpu", until="train", parallel=2,
         training={"report_to": "none", "device": "cpu", "eval_fraction": 0.0, "batch_size": 2},
         threads=1, progress=False, log=lambda line: None,
-    )  # fmt: skip
+    )
     steps = budget_steps(records, epochs=3.0, batch_size=2)
     assert report["training"]["max_steps"] == steps == 8 and report["scores"] == {}
     for role in ("planner", "grounder"):

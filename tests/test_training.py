@@ -98,7 +98,7 @@ def _config(data, base, out, **overrides) -> TrainConfig:
     settings = dict(
         max_steps=12, lr=1e-2, eval_fraction=0.1, eval_steps=6, logging_steps=1, save_steps=100,
         batch_size=4, max_length=MAX_LENGTH, report_to="none", device="cpu", threads=1,
-    )  # fmt: skip
+    )
     settings.update(overrides)
     return TrainConfig(data=[str(data)], base_model=str(base), out=str(out), **settings)
 
@@ -158,18 +158,18 @@ def test_truncation_keeps_a_prefix_and_drops_records_with_nothing_to_learn(token
     long_answer = Record("cut", (
         {"role": "user", "content": "Task: add"},
         {"role": "assistant", "content": " ".join(["Subgoal 1: Calculate 3 + 4"] * 12)},
-    ), "f:1")  # fmt: skip
+    ), "f:1")
     long_question = Record("lost", (
         {"role": "user", "content": " ".join(["the planner writes subgoals"] * 20)},
         {"role": "assistant", "content": "Subgoal 1: Answer 7"},
-    ), "f:2")  # fmt: skip
+    ), "f:2")
     short = Record("short", tuple(CONVERSATION[1:3]), "f:3")
     full, length = encode_record(long_answer.messages, tokenizer, max_length=10_000, eos=eos)
     cut, _ = encode_record(long_answer.messages, tokenizer, max_length=40, eos=eos)
     assert length > 40 and cut.truncated and not full.truncated
     assert cut.input_ids == full.input_ids[:40] and cut.labels == full.labels[:40]
     examples, stats = encode_records([long_answer, long_question, short], tokenizer,
-                                     max_length=40, eos=eos)  # fmt: skip
+                                     max_length=40, eos=eos)
     assert len(examples) == 2 and all(len(e.input_ids) <= 40 for e in examples)
     assert (stats.records, stats.kept, stats.truncated, stats.dropped_no_target) == (3, 2, 1, 1)
     assert stats.dropped_ids == ["lost"] and stats.longest > 40
@@ -215,7 +215,7 @@ BAD_FILES = {
                                   {"role": "user", "content": "b"}]}], 1, "turns must alternate"),
     "no-assistant": ([{"messages": [{"role": "system", "content": "a"},
                                     {"role": "user", "content": "b"}]}], 1, "no assistant message"),
-}  # fmt: skip
+}
 
 
 @pytest.fixture
@@ -238,7 +238,7 @@ def test_bad_lines_are_named_before_any_model_loads(tmp_path, capsys, no_model_l
     with pytest.raises(TrainingError, match="not training records"):
         train(_config(path, tmp_path / "no-such-model", out))
     code = main(["train", "--data", str(path), "--base-model", str(tmp_path / "no-such-model"),
-                 "--out", str(out), "--report-to", "none"])  # fmt: skip
+                 "--out", str(out), "--report-to", "none"])
     err = capsys.readouterr().err
     assert code == 2
     assert err.startswith("lumos-gym train: error: ") and where + what in err
@@ -383,14 +383,14 @@ def test_a_packed_row_computes_what_each_record_computes_alone(tokenizer):
     ids = torch.tensor([row.input_ids])
     with torch.no_grad():
         packed = model(ids, position_ids=torch.tensor([row.position_ids]),
-                       labels=torch.tensor([row.labels]))  # fmt: skip
+                       labels=torch.tensor([row.labels]))
         unpacked = model(ids).logits[0]  # the same row without the position restarts
         total, leaks = 0.0, []
         for a, b in _segments(row.position_ids):
             labels = [IGNORE_INDEX, *row.labels[a + 1 : b]]
             alone = model(ids[:, a:b], labels=torch.tensor([labels]))
             torch.testing.assert_close(packed.logits[0, a:b], alone.logits[0], atol=1e-4,
-                                       rtol=1e-5)  # fmt: skip
+                                       rtol=1e-5)
             total += alone.loss.item() * sum(label != IGNORE_INDEX for label in labels[1:])
             leaks.append((unpacked[a:b] - alone.logits[0]).abs().max().item())
     counted = sum(label != IGNORE_INDEX for label in row.labels[1:])
@@ -401,7 +401,7 @@ def test_a_packed_row_computes_what_each_record_computes_alone(tokenizer):
 
 def test_the_trainers_packed_batches_never_attend_across_records(tmp_path, tiny, records_file):
     config = _config(records_file, tiny, tmp_path / "out", batch_size=2, max_length=64,
-                     eval_fraction=0)  # fmt: skip
+                     eval_fraction=0)
     prepared = trainer_module.prepare(config)
     trainer = trainer_module.build_trainer(prepared)
     assert trainer.model.config.use_cache is False  # else transformers skips packed masking
@@ -420,7 +420,7 @@ def test_the_trainers_packed_batches_never_attend_across_records(tmp_path, tiny,
 
 def test_packed_collator_pads_with_a_block_of_its_own():
     rows = [{"input_ids": [5, 6, 7], "labels": [-100, 6, 7], "position_ids": [0, 1, 2]},
-            {"input_ids": [8], "labels": [-100], "position_ids": [0]}]  # fmt: skip
+            {"input_ids": [8], "labels": [-100], "position_ids": [0]}]
     batch = PackedCollator(pad_id=0)(rows)
     assert batch["input_ids"].tolist() == [[5, 6, 7], [8, 0, 0]]
     assert batch["labels"].tolist() == [[-100, 6, 7], [-100, -100, -100]]
@@ -475,11 +475,11 @@ def test_the_adapter_is_saved_in_bf16_and_has_learnt(packed_run):
 
 
 def test_the_adapter_generates_through_the_hf_backend(packed_run, tiny):
-    from lumos_gym.agents.backends.base import GenerationRequest
-    from lumos_gym.agents.backends.hf import HFBackend
+    from lumos_gym.models.base import GenerationRequest
+    from lumos_gym.models.hf import HFBackend
 
     request = GenerationRequest(prompt="<|user|>\nTask: add 3 and 4\n<|assistant|>\n",
-                                max_new_tokens=5)  # fmt: skip
+                                max_new_tokens=5)
     with HFBackend(str(tiny), adapter=packed_run.out, device="cpu") as backend:
         (completion,) = backend.generate([request])
         assert backend.info().details.get("adapter")
@@ -490,7 +490,7 @@ def test_tensorboard_logs_go_under_runs(tmp_path, tiny, records_file):
     pytest.importorskip("tensorboard")
     out = tmp_path / "tb"
     train(_config(records_file, tiny, out, max_steps=2, eval_fraction=0,
-                  report_to="tensorboard"))  # fmt: skip
+                  report_to="tensorboard"))
     assert list((out / "runs").rglob("events.out.tfevents.*"))
 
 
@@ -518,7 +518,7 @@ def test_full_fine_tuning_saves_a_whole_model(tmp_path, tiny, records_file):
         "cpu-small", data=[str(records_file)], full=True, base_model=str(tiny),
         out=str(tmp_path / "full"), max_steps=2, max_length=MAX_LENGTH, eval_fraction=0.0,
         report_to="none", device="cpu", threads=1, lr=1e-3,
-    )  # fmt: skip
+    )
     result = train(config)
     out = result.out
     assert (out / "config.json").is_file() and not (out / "adapter_config.json").exists()
@@ -540,7 +540,7 @@ def _save_wide_model(folder: Path) -> Path:
         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=MAX_LENGTH,
         pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id,
         bos_token_id=None,
-    )  # fmt: skip
+    )
     LlamaForCausalLM(config).save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return folder
@@ -586,10 +586,10 @@ def test_resume_continues_from_the_last_checkpoint(tmp_path, tiny, records_file,
         train(_config(records_file, tiny, out, max_steps=6, save_steps=2, eval_fraction=0))
     with pytest.raises(TrainingError, match="other settings .*lora_r: 8 -> 4"):
         train(_config(records_file, tiny, out, max_steps=6, save_steps=2, eval_fraction=0,
-                      lora_r=4, resume=True))  # fmt: skip
+                      lora_r=4, resume=True))
     with caplog.at_level("WARNING", logger="lumos_gym.training.trainer"):
         resumed = train(_config(records_file, tiny, out, max_steps=6, save_steps=2,
-                                eval_fraction=0, resume=True))  # fmt: skip
+                                eval_fraction=0, resume=True))
     assert "--max-steps 6 > 4: the linear learning-rate schedule" in caplog.text
     assert "--init-adapter" in caplog.text
     assert resumed.report["resumed_from"].endswith("checkpoint-4")
@@ -598,7 +598,7 @@ def test_resume_continues_from_the_last_checkpoint(tmp_path, tiny, records_file,
     for name in ("adapter_model.safetensors", "adapter_config.json", "lumos_training.json"):
         (killed / name).unlink()
     again = train(_config(records_file, tiny, killed, max_steps=6, save_steps=2,
-                          eval_fraction=0, resume=True))  # fmt: skip
+                          eval_fraction=0, resume=True))
     assert again.report["resumed_from"].endswith("checkpoint-4") and again.report["steps"] == 6
     assert (killed / "adapter_model.safetensors").is_file()
     assert (killed / "lumos_training.json").is_file()

@@ -17,21 +17,21 @@ from lumos_gym.actions import Action
 from lumos_gym.conversion.rules import ConversionError
 from lumos_gym.conversion.webshop_rules import webshop_annotation
 from lumos_gym.envs.checks import check_env_id, replay_gold
-from lumos_gym.envs.shop.catalog import KINDS, Catalog, Product, asin_split, generate_catalog
-from lumos_gym.envs.shop.instructions import generate_goals, generate_tasks
-from lumos_gym.envs.shop.official import (
+from lumos_gym.envs.tasks import Task
+from lumos_gym.envs.web.shop.catalog import KINDS, Catalog, Product, asin_split, generate_catalog
+from lumos_gym.envs.web.shop.instructions import generate_goals, generate_tasks
+from lumos_gym.envs.web.shop.official import (
     OfficialSource,
     find_official_files,
     load_products,
     parse_pricing,
     write_official,
 )
-from lumos_gym.envs.shop.pages import SEP, parse_page
-from lumos_gym.envs.shop.reward import Goal, best_options, compute_reward, token_set_ratio
-from lumos_gym.envs.shop.server import ShopClient, ShopServer
-from lumos_gym.envs.tasks import Task
-from lumos_gym.envs.webshop import ShopSession, WebShopEnv
+from lumos_gym.envs.web.shop.pages import SEP, parse_page
+from lumos_gym.envs.web.shop.server import ShopClient, ShopServer
+from lumos_gym.envs.web.webshop import ShopSession, WebShopEnv
 from lumos_gym.errors import DataError, ToolError
+from lumos_gym.scoring.webshop import Goal, best_options, compute_reward, token_set_ratio
 from lumos_gym.tools import ToolContext
 from lumos_gym.tools.webshop import FeatureRetrieve, Pick, Search
 
@@ -91,7 +91,7 @@ def product(**changes) -> Product:
         features=("MACHINE WASH: easy care.", "SLIM FIT: tailored."),
         attributes=("machine wash", "long sleeve", "slim fit"),
         options={"color": ("white", "navy"), "size": ("large", "x-large")},
-    )  # fmt: skip
+    )
     fields.update(changes)
     return Product(**fields)
 
@@ -104,7 +104,7 @@ GOAL = Goal(
     product_category="Clothing › Men › Shirts › Dress Shirts",
     name="Northvale Machine Wash Long Sleeve Dress Shirt", asin="B0TEST0001",
     option_names=("color", "size"),
-)  # fmt: skip
+)
 
 
 # ------------------------------------------------------------------------------ catalogue
@@ -166,12 +166,12 @@ def test_token_set_ratio_follows_its_definition():
          0.0, (1.0, 1.0, 1.0, 0.0)),
     ],
     ids=["full", "partial-attributes", "wrong-options", "over-price", "wrong-type"],
-)  # fmt: skip
+)
 def test_reward_cases(changes, options, expected, scores):
     breakdown = compute_reward(product(**changes), GOAL, options=options)
     assert breakdown.reward == pytest.approx(expected)
     got = (breakdown.attribute_score, breakdown.option_score, breakdown.price_score,
-           breakdown.type_score)  # fmt: skip
+           breakdown.type_score)
     assert got == pytest.approx(scores)
     metrics = breakdown.metrics()
     assert metrics["success"] == float(expected == 1.0) and metrics["reward"] == breakdown.reward
@@ -183,13 +183,13 @@ def test_reward_details_size_exact_cap_and_half_type():
     # extra chosen options never lift the option score above the goal's count
     goal = Goal(**{**GOAL.__dict__, "options": ("navy",), "option_names": ("color",)})
     assert compute_reward(product(), goal, options={"color": "navy", "size": "large"}
-                          ).option_score == 1.0  # fmt: skip
+                          ).option_score == 1.0
     # another kind sharing some title words: the type factor halves the reward
     other = product(title="Quillmere Dress Shoe", query="dress shoes",
-                    product_category="Shoes › Formal")  # fmt: skip
+                    product_category="Shoes › Formal")
     assert compute_reward(other, GOAL, options={}).type_score == 0.5
     assert best_options(product(), ("navy", "large"), ("color", "size")) == {
-        "color": "navy", "size": "large"}  # fmt: skip
+        "color": "navy", "size": "large"}
 
 
 # ----------------------------------------------------------------------------- the site
@@ -198,7 +198,7 @@ def soup_text(html: str) -> str:
     soup = BeautifulSoup(html, "html.parser")
     hidden = {"style", "script", "head", "title", "meta", "[document]"}
     texts = [t.strip() for t in soup.find_all(string=True)
-             if t.parent.name not in hidden and not isinstance(t, Comment)]  # fmt: skip
+             if t.parent.name not in hidden and not isinstance(t, Comment)]
     return SEP.join(t for t in texts if t)
 
 
@@ -216,11 +216,11 @@ def test_pages_are_real_html_with_the_conventions(server, client):
     select = soup.find("select", id="sort-select")
     assert select["name"] == "sort" and select.find_parent("form")["method"] == "get"
     assert [o["value"] for o in select.find_all("option")] == [
-        "relevance", "price-asc", "price-desc", "rating"]  # fmt: skip
+        "relevance", "price-asc", "price-desc", "rating"]
     rows = soup.select("[data-asin]")
     assert len(rows) == 10 and all(r.find("a", class_="product-link") for r in rows)
     assert rows[0].find("a", class_="product-link").get_text() == server.catalog.get(
-        rows[0]["data-asin"]).title  # fmt: skip
+        rows[0]["data-asin"]).title
     assert soup.find("a", class_="page-link").get_text() == "Next >"
     assert all(a.get("id") for a in soup.find_all("a"))
     assert soup.find("form", id="search-form") is not None
@@ -254,7 +254,7 @@ def test_session_api_records_the_purchase_and_its_reward(server, client):
     goal = Goal(instruction="buy it", attributes=goal_product.attributes[:1], options=(),
                 price_upper=1e6, query=goal_product.query, category=goal_product.category,
                 product_category=goal_product.product_category, name=goal_product.title,
-                asin=goal_product.asin)  # fmt: skip
+                asin=goal_product.asin)
     sid = client.open_session(goal)
     assert client.session_state(sid)["done"] is False
     page = client.page(f"/s/{sid}/buy/{goal_product.asin}")
@@ -281,21 +281,21 @@ def test_env_plays_in_the_lumos_grammar(env):
     task = env.tasks[0]
     obs, info = env.reset(options={"task_id": task.id})
     assert obs == task.question and info["action_names"] == [
-        "Search", "FeatureRetrieve", "Pick", "Click", "Stop"]  # fmt: skip
+        "Search", "FeatureRetrieve", "Pick", "Click", "Stop"]
     assert task.answer not in json.dumps(info) and task.meta["goal"]["asin"] not in obs
     obs, reward, terminated, _, info = env.step(f"R1 = Search({task.question})")
     items = info["variables"]["R1"].split(" ** ")
     assert len(items) == 2 and all(re.fullmatch(r"b0[a-z0-9]{8} - .+", i) for i in items)
     first = items[0].split(" - ")[0]
     obs, *_ , info = env.step(f"R2 = Click({first}); R3 = FeatureRetrieve(R2, Query: "
-                              f"{task.question})")  # fmt: skip
+                              f"{task.question})")
     clickables = info["variables"]["R2"].split(", ")
     assert clickables[:6] == ["back to search", "< prev", "description", "features", "reviews",
-                              "buy now"]  # fmt: skip
+                              "buy now"]
     features = info["variables"]["R3"].split(", ")
     assert 1 <= len(features) <= 3 and set(features) <= set(clickables[6:])
     obs, *_ , info = env.step("R4 = Click(< prev); R5 = Pick(Item_names: R1, Item_features: "
-                              f"[R3], Query: {task.question})")  # fmt: skip
+                              f"[R3], Query: {task.question})")
     assert info["variables"]["R5"] in {i.split(" - ")[0] for i in items}
     assert not terminated and reward == 0.0
 
@@ -405,7 +405,7 @@ def test_convert_env_keeps_every_annotation(tmp_path):
     from lumos_gym.conversion.pipeline import convert_env
 
     summary = convert_env("lumos/WebShop-v0", out=tmp_path / "ws.jsonl",
-                          env_kwargs={**SMALL, "split": "train"})  # fmt: skip
+                          env_kwargs={**SMALL, "split": "train"})
     assert summary.kept == SMALL["num_tasks"] and summary.rejected == 0
 
 
@@ -470,12 +470,12 @@ def test_plan_feedback_quotes_the_search_results_the_agent_quotes():
     [ground] = export_records([kept], "ground-iterative")
     [integrated] = export_records([kept], "integrated")
     sent = run_on_exports("lumos-i", "lumos/WebShop-v0", task.id, SMALL,
-                          {"planner": messages, "grounder": ground["messages"]})  # fmt: skip
+                          {"planner": messages, "grounder": ground["messages"]})
     last = len(messages) - 3  # the buy-now step ends the episode before its feedback
     expected = [prompts.render_inference(messages[:i]) for i in range(1, last + 1, 2)]
     assert sent["planner"] == expected
     sent = run_on_exports("integrated", "lumos/WebShop-v0", task.id, SMALL,
-                          {"policy": integrated["messages"]})  # fmt: skip
+                          {"policy": integrated["messages"]})
     assert sent["policy"][-1] == prompts.render_inference(integrated["messages"][:last])
 
 
@@ -506,7 +506,7 @@ def test_official_files_round_trip_and_play(tmp_path, catalog):
     files = write_official(catalog, tmp_path, goals=goals)
     assert [p.name for p in files.present().values()] == [
         "items_shuffle_1000.json", "items_ins_v2_1000.json", "items_human_ins.json",
-        "reviews.json"]  # fmt: skip
+        "reviews.json"]
     loaded = load_products(files.products, reviews=files.reviews)
     assert [p.asin for p in loaded] == [p.asin for p in catalog]
     assert loaded[0].options == catalog[0].options and loaded[0].reviews == catalog[0].reviews
@@ -534,7 +534,7 @@ def test_official_formats_and_their_quirks(tmp_path):
         {"asin": "B000000002", "name": "Acme Mug", "pricing": "", "small_description": [],
          "customization_options": None, "category": "kitchen", "query": "mugs",
          "product_category": "Home › Kitchen", "images": []},
-    ]  # fmt: skip
+    ]
     (tmp_path / "items_shuffle_1000.json").write_text(json.dumps(products))
     (tmp_path / "reviews.json").write_text(json.dumps([
         {"asin": "B000000001", "average_rating": "4.5 out of 5 stars",
@@ -585,13 +585,13 @@ def test_feature_retrieve_and_pick_rank_lexically():
     ctx = ToolContext(variables={
         "R1": "b0aaaaaaaa - Acme Glass Bottle ** b0bbbbbbbb - Steel Water Bottle Leak Proof",
         "R2": "back to search, < prev, description, buy now, red, navy blue, light gray",
-        "R3": "navy blue", "R4": "leak proof"})  # fmt: skip
+        "R3": "navy blue", "R4": "leak proof"})
     feature = FeatureRetrieve("lexical", top_k=2)
     result = feature.run(Action(("R5",), "FeatureRetrieve", "R2, Query: a navy blue bottle"), ctx)
     assert result.values[0].split(", ")[0] == "navy blue" and "buy now" not in result.values[0]
     pick = Pick("lexical")
     action = Action(("R6",), "Pick", "Item_names: R1, Item_features: [R4, R3], "
-                    "Query: leak proof steel bottle")  # fmt: skip
+                    "Query: leak proof steel bottle")
     assert pick.run(action, ctx).values == ("b0bbbbbbbb",)
     with pytest.raises(ToolError, match="backend"):
         Pick("cross-encoder")

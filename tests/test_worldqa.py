@@ -23,8 +23,7 @@ from lumos_gym.conversion.rules import ConversionError
 from lumos_gym.conversion.worldqa_rules import worldqa_annotation
 from lumos_gym.envs import ENVS
 from lumos_gym.envs.checks import replay_gold
-from lumos_gym.envs.tasks import Task
-from lumos_gym.envs.worldqa import (
+from lumos_gym.envs.qa.worldqa import (
     FAMILIES,
     FAMILY_KINDS,
     World,
@@ -33,6 +32,7 @@ from lumos_gym.envs.worldqa import (
     generate_tasks,
     word_split,
 )
+from lumos_gym.envs.tasks import Task
 from lumos_gym.errors import LumosGymError
 from lumos_gym.retrieval import Document
 
@@ -42,7 +42,7 @@ _FIXED_WORDS = {
     "motors", "foods", "textiles", "shipping", "energy", "instruments", "publishing",
     "pharmaceuticals", "lanterns", "foxes", "engines", "tides", "comets", "ravens", "harbours",
     "mirrors", "orchards", "pilots", "satellites", "wolves", "meadows", "sparrows",
-}  # fmt: skip
+}
 
 
 def tasks_of(seed: int, split: str = "test", num_tasks: int = 10) -> tuple[World, list[Task]]:
@@ -120,7 +120,7 @@ _SOLVERS = [
      lambda w, x, y: _positive(_fact(w, x, "population") - _fact(w, y, "population"))),
     (r"How many albums have (.+) and (.+) released in total\?",
      lambda w, x, y: str(_fact(w, x, "size") + _fact(w, y, "size"))),
-]  # fmt: skip
+]
 
 
 def solve(world: World, question: str) -> str:
@@ -222,7 +222,7 @@ def test_task_fields_and_gold_plan_shape():
         assert len(meta["subgoals"]) == len(task.gold_actions) - 1 == len(meta["tails"])
         assert task.gold_actions[-1] == f"Answer(R{_count_variables(task)})"
         outputs = [v for step in task.gold_actions[:-1] for a in parse_actions(step)
-                   for v in a.outputs]  # fmt: skip
+                   for v in a.outputs]
         assert outputs == [f"R{i}" for i in range(1, len(outputs) + 1)]
         if meta["answer_type"] == "yes/no":
             assert task.answer in ("yes", "no")
@@ -418,7 +418,7 @@ def test_converter_rejects_inconsistent_tasks():
     def broken(**changes) -> Task:
         meta = {**task.meta, **changes.pop("meta", {})}
         fields = {"id": task.id, "question": task.question, "answer": task.answer,
-                  "task_type": "qa", "gold_actions": task.gold_actions, "meta": meta}  # fmt: skip
+                  "task_type": "qa", "gold_actions": task.gold_actions, "meta": meta}
         return Task(**{**fields, **changes})
 
     cases = [
@@ -433,7 +433,7 @@ def test_converter_rejects_inconsistent_tasks():
                 meta={"subgoals": ["s"], "tails": [["t"]]},
             ),
             "does not parse",
-        ),  # fmt: skip
+        ),
     ]
     for bad, needle in cases:
         with pytest.raises(ConversionError, match=needle):

@@ -11,9 +11,9 @@ import random
 from lumos_gym.actions import Action
 from lumos_gym.envs import Task, register_env
 from lumos_gym.envs.base import LumosEnv
-from lumos_gym.envs.metrics import math_accuracy
 from lumos_gym.envs.sources import GeneratedSource
 from lumos_gym.errors import ToolError
+from lumos_gym.scoring.answers import math_accuracy
 from lumos_gym.tools import TOOLS, Tool, ToolContext, ToolResult, ToolSpec, register_tool
 
 # 1. The data: a price table the tool reads. A real env would read a file or a service.
@@ -77,7 +77,7 @@ class GroceryEnv(LumosEnv):
     def __init__(
         self, *, num_tasks: int = 10, seed: int = 0, render_mode: str | None = None,
         privileged: bool = False,
-    ):  # fmt: skip
+    ):
         source = GeneratedSource(
             lambda: make_tasks(num_tasks, seed),
             {"generator": "grocery", "num_tasks": num_tasks, "seed": seed},

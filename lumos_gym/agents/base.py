@@ -3,7 +3,7 @@
 An agent's :meth:`Agent.episode` is a generator. It yields
 
 * :class:`Ask` — "complete this request with the model playing role R" — and receives a
-  :class:`~lumos_gym.agents.backends.base.Completion`;
+  :class:`~lumos_gym.models.base.Completion`;
 * :class:`Act` — "send this action text to the env" — and receives a :class:`StepOutcome`.
 
 The runner drives many episodes at once and sends all pending asks for one model to its
@@ -17,7 +17,7 @@ from collections.abc import Generator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from lumos_gym.agents.backends.base import Completion, GenerationRequest
+from lumos_gym.models.base import Completion, GenerationRequest
 from lumos_gym.registry import Registry
 
 

@@ -88,7 +88,7 @@ class IntegratedAgent(_PolicyAgent):
             if outcome.terminated or has_error(outcome):
                 break
             feedback = subgoal_feedback(index, subgoal, actions, outcome, task_type=task_type,
-                                        domain=domain)  # fmt: skip
+                                        domain=domain)
             messages.append({"role": "user", "content": feedback})
         yield from self.submit(info, outcome)
 
@@ -113,7 +113,7 @@ class ReActAgent(_PolicyAgent):
                 return
             messages.append({"role": "assistant", "content": output})
             messages.append({"role": "user", "content": prompts.react_observation(
-                outcome.observation)})  # fmt: skip
+                outcome.observation)})
         yield from self.submit(info, outcome)
 
 

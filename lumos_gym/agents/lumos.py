@@ -215,7 +215,7 @@ class LumosIterativeAgent(LumosAgent):
                 subgoal, first=index == 1, task=observation, specs=specs,
                 earlier_results=[prompts.result_as_written(r) for r in results],
                 with_results=with_results,
-            )})  # fmt: skip
+            )})
             grounded = yield self.module("grounder", ground)
             actions = grounded.text.strip()
             ground.append({"role": "assistant", "content": actions})
@@ -225,7 +225,7 @@ class LumosIterativeAgent(LumosAgent):
             result = last_result(actions, outcome)
             results.append(result)
             feedback = subgoal_feedback(index, subgoal, actions, outcome, task_type=task_type,
-                                        domain=domain)  # fmt: skip
+                                        domain=domain)
             plan.append({"role": "user", "content": feedback})
         yield from self.finish(info, outcome)
 

@@ -19,9 +19,9 @@ from typing import Any
 
 import gymnasium as gym
 
-from lumos_gym.agents.backends.base import Backend, Completion
 from lumos_gym.agents.base import Act, Agent, Ask, EpisodeLogic, StepOutcome
 from lumos_gym.envs.base import observation_text
+from lumos_gym.models.base import Backend, Completion
 
 #: The fixed taxonomy of episode statuses.
 STATUSES = (

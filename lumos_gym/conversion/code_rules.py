@@ -346,11 +346,11 @@ def _annotation(task: Task, dataset: str, name: str, sentence: str, example: str
         answer=task.answer,
         meta={"converter": f"rules/{dataset}", "entry_point": name, "example": example,
               "task_meta": harness},
-    )  # fmt: skip
+    )
 
 
 def humaneval_annotation(task: Task) -> Annotation:
-    """Convert a HumanEval task (from :func:`~lumos_gym.envs.code_data.load_humaneval`).
+    """Convert a HumanEval task (from :func:`~lumos_gym.envs.code.data.load_humaneval`).
 
     Raises:
         ConversionError: no prompt or entry point, or no public example to test.
@@ -366,7 +366,7 @@ def humaneval_annotation(task: Task) -> Annotation:
 
 
 def mbpp_annotation(task: Task) -> Annotation:
-    """Convert an MBPP task (full or sanitized, from :func:`~lumos_gym.envs.code_data.load_mbpp`).
+    """Convert an MBPP task (full or sanitized, from :func:`~lumos_gym.envs.code.data.load_mbpp`).
 
     Raises:
         ConversionError: no tests, or no function called by the first test.
@@ -408,9 +408,9 @@ def code_env_factory(tasks: Sequence[Task], dataset: str) -> LumosEnv:
         dataset: the dataset name.
 
     Returns:
-        A :class:`~lumos_gym.envs.code.CodeEnv` over the tasks.
+        A :class:`~lumos_gym.envs.code.official.CodeEnv` over the tasks.
     """
-    from lumos_gym.envs.code import CodeEnv
+    from lumos_gym.envs.code.official import CodeEnv
 
     reference: dict[str, Task] | None = None
     resolved = []
@@ -428,15 +428,15 @@ def code_env_factory(tasks: Sequence[Task], dataset: str) -> LumosEnv:
         resolved.append(
             Task(task.id, task.question, task.answer, "code", task.rationale,
                  task.gold_actions, meta)
-        )  # fmt: skip
+        )
     return CodeEnv(dataset=dataset, tasks=resolved or list(tasks))
 
 
 def _reference_tasks() -> dict[str, Task]:
     """Return the code tasks that can be found offline by id: HumanEval and MBPP files."""
-    from lumos_gym import data
-    from lumos_gym.envs.code import code_source
-    from lumos_gym.envs.code_data import MBPP_SPLITS
+    from lumos_gym.envs import datasets as data
+    from lumos_gym.envs.code.data import MBPP_SPLITS
+    from lumos_gym.envs.code.official import code_source
     from lumos_gym.errors import DataError
 
     sources = [code_source("humaneval")]
@@ -444,7 +444,7 @@ def _reference_tasks() -> dict[str, Task]:
         sources.append(code_source("mbpp", variant=variant))
         if data.dataset_path("mbpp", variant).is_file():
             sources += [code_source("mbpp", split=s, source="official", variant=variant)
-                        for s in MBPP_SPLITS]  # fmt: skip
+                        for s in MBPP_SPLITS]
     found: dict[str, Task] = {}
     for source in sources:
         try:

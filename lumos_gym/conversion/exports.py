@@ -214,7 +214,7 @@ def ground_iterative(annotation: Annotation) -> Messages:
             user = prompts.ground_turn(
                 subgoal.line, first=False, task=annotation.task, specs=(),
                 earlier_results=results, with_results=with_results,
-            )  # fmt: skip
+            )
         actions = "; ".join(_action_text(a, output_name) for a in subgoal.actions)
         messages += [_user(user), _assistant(actions)]
         results.append(_ground_result(subgoal.actions[-1]))
@@ -226,14 +226,14 @@ def ground_iterative(annotation: Annotation) -> Messages:
 #: families whose datasets differ in tools, e.g. WebShop and Mind2Web) or by task type.
 TOOL_LISTS: Registry[Sequence[str]] = Registry("tool list")
 for _key, _path in {
-    "math": "lumos_gym.envs.math:MATH_TOOLS",
-    "qa": "lumos_gym.envs.qa:QA_TOOLS",
-    "code": "lumos_gym.envs.code:CODE_TOOLS",
-    "webshop": "lumos_gym.envs.webshop:WEBSHOP_TOOLS",
-    "mind2web": "lumos_gym.envs.mind2web:MIND2WEB_TOOLS",
-    "web": "lumos_gym.envs.mind2web:MIND2WEB_TOOLS",
-    "multimodal": "lumos_gym.envs.multimodal:VQA_TOOLS",
-    "game": "lumos_gym.envs.games:GAME_TOOLS",
+    "math": "lumos_gym.envs.math.official:MATH_TOOLS",
+    "qa": "lumos_gym.envs.qa.base:QA_TOOLS",
+    "code": "lumos_gym.envs.code.official:CODE_TOOLS",
+    "webshop": "lumos_gym.envs.web.webshop:WEBSHOP_TOOLS",
+    "mind2web": "lumos_gym.envs.web.mind2web:MIND2WEB_TOOLS",
+    "web": "lumos_gym.envs.web.mind2web:MIND2WEB_TOOLS",
+    "multimodal": "lumos_gym.envs.multimodal.base:VQA_TOOLS",
+    "game": "lumos_gym.envs.games.base:GAME_TOOLS",
 }.items():
     TOOL_LISTS.register(_key, _path)
 
@@ -306,7 +306,7 @@ def react(annotation: Annotation) -> Messages:
 
 def _reasoning(annotation: Annotation) -> str:
     """The gold reasoning text: the source rationale without calculator marks or ``####``."""
-    from lumos_gym.envs.math_data import strip_calc_marks
+    from lumos_gym.envs.math.data import strip_calc_marks
 
     rationale = annotation.meta.get("rationale")
     if rationale:

@@ -3,7 +3,7 @@
 A game task carries its winning command sequence in ``meta["gold_commands"]``: TextWorld's
 walkthrough, ALFWorld's planner solution (or the official file's walkthrough), or
 TextWorldExpress's gold action sequence. The annotation groups the commands into subgoals
-(:func:`~lumos_gym.envs.games.group_commands`: moves, looks and openings join the next action
+(:func:`~lumos_gym.envs.games.base.group_commands`: moves, looks and openings join the next action
 that changes the world) phrased from the commands themselves, each command a ``Command``
 action numbered across the plan, with no result tail (the game's answer is an observation, as
 web actions have none in Lumos)::
@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from lumos_gym.conversion.annotation import Annotation, make_subgoals
 from lumos_gym.conversion.rules import ConversionError
-from lumos_gym.envs.games import command_action, group_commands, phrase_commands
+from lumos_gym.envs.games.base import command_action, group_commands, phrase_commands
 from lumos_gym.envs.tasks import Task
 
 __all__ = ["alfworld_annotation", "game_annotation", "textworld_annotation", "twx_annotation"]
@@ -80,7 +80,7 @@ def game_annotation(task: Task, dataset: str) -> Annotation:
         subgoals=make_subgoals(plan),
         answer=task.answer,
         meta={"converter": f"rules/{dataset}", "commands": len(commands),
-              **{k: task.meta[k] for k in _KEPT if k in task.meta}},  # fmt: skip
+              **{k: task.meta[k] for k in _KEPT if k in task.meta}},
     )
 
 

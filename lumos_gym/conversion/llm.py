@@ -16,7 +16,7 @@ prompts and examples of its own:
   where a killed run stopped.
 
 Greedy decoding of the same input by the same model gives the same files; wrap the backend in
-:class:`~lumos_gym.agents.backends.caching.CachingBackend` so that a rerun costs no request.
+:class:`~lumos_gym.models.caching.CachingBackend` so that a rerun costs no request.
 """
 
 from __future__ import annotations
@@ -31,7 +31,6 @@ from pathlib import Path
 from typing import Any
 
 from lumos_gym.actions import references
-from lumos_gym.agents.backends.base import Backend, Completion, GenerationRequest
 from lumos_gym.conversion.annotation import (
     Annotation,
     AnnotationError,
@@ -41,6 +40,7 @@ from lumos_gym.conversion.annotation import (
 from lumos_gym.conversion.exports import Rejected
 from lumos_gym.errors import ActionParseError, DataError
 from lumos_gym.jsonl import append_jsonl, drop_partial_line
+from lumos_gym.models.base import Backend, Completion, GenerationRequest
 from lumos_gym.tools.base import ToolSpec
 
 logger = logging.getLogger(__name__)
@@ -449,7 +449,7 @@ class LLMConverter:
 
     Args:
         backend: any backend; greedy requests by default, so that a
-            :class:`~lumos_gym.agents.backends.caching.CachingBackend` can answer reruns.
+            :class:`~lumos_gym.models.caching.CachingBackend` can answer reruns.
         batch_size: the items sent to the backend in one ``generate`` call.
         max_new_tokens: the budget of one plan; a plan that hits it is rejected as truncated.
         few_shots: prompts by task type, replacing or adding to :data:`FEW_SHOTS`.
@@ -620,7 +620,7 @@ class LLMConverter:
                     stats.converted += 1
                 elif result.stop_reason == "error":
                     logger.warning("%s: %s (not written; a rerun retries it)", result.id,
-                                   result.reason)  # fmt: skip
+                                   result.reason)
                     stats.errors += 1
                 else:
                     append_jsonl(rejected, result.to_dict())

@@ -25,8 +25,8 @@ from typing import Any
 
 from lumos_gym.conversion.annotation import Annotation, AnnotationError, make_subgoals
 from lumos_gym.conversion.rules import ConversionError
-from lumos_gym.envs.mind2web_data import Operation, grounded_action, step_subgoal
 from lumos_gym.envs.tasks import Task
+from lumos_gym.envs.web.mind2web_data import Operation, grounded_action, step_subgoal
 from lumos_gym.errors import DataError
 
 __all__ = ["mind2web_annotation"]
@@ -43,7 +43,7 @@ def _steps(task: Task) -> tuple[Sequence[Mapping[str, Any]], list[str]]:
 
 
 def mind2web_annotation(task: Task) -> Annotation:
-    """Convert a Mind2Web task (from :func:`~lumos_gym.envs.mind2web_data.record_task`).
+    """Convert a Mind2Web task (from :func:`~lumos_gym.envs.web.mind2web_data.record_task`).
 
     Raises:
         ConversionError: a step without a gold element, a value that cannot be written in an

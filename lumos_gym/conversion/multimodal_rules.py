@@ -10,11 +10,11 @@
       Subgoal 3: Multiply the count by the number on the card.
       Action 3-1: R3 = Calculator(R1 * R2) = 8
 
-* ``aokvqa``: the record's rationales (:func:`~lumos_gym.envs.multimodal_data.aokvqa_plan`):
+* ``aokvqa``: the record's rationales (:func:`~lumos_gym.envs.multimodal.data.aokvqa_plan`):
   ``VQA`` of the image for the evidence (the rationale that names the correct option), then
   ``QA`` choosing the option from it, as Lumos' A-OKVQA plans look at the image, then answer
   with knowledge (LUMOS_FORMAT.md §2.5).
-* ``scienceqa``: the lecture and solution (:func:`~lumos_gym.envs.multimodal_data.
+* ``scienceqa``: the lecture and solution (:func:`~lumos_gym.envs.multimodal.data.
   scienceqa_plan`): recall the background (the lecture), find the facts (``VQA`` of the image or
   ``QA`` over the hint, the solution), choose the option.
 
@@ -33,10 +33,10 @@ from typing import Any
 from lumos_gym.actions import format_action, parse_actions
 from lumos_gym.conversion.annotation import Annotation, make_subgoals
 from lumos_gym.conversion.rules import ConversionError
-from lumos_gym.envs.metrics import answers_match
-from lumos_gym.envs.multimodal_data import GoldPlan, aokvqa_plan, scienceqa_plan
+from lumos_gym.envs.multimodal.data import GoldPlan, aokvqa_plan, scienceqa_plan
 from lumos_gym.envs.tasks import Task
 from lumos_gym.errors import ActionParseError
+from lumos_gym.scoring.answers import answers_match
 
 __all__ = ["aokvqa_annotation", "scenes_annotation", "scienceqa_annotation"]
 
@@ -126,7 +126,7 @@ def scenes_annotation(task: Task) -> Annotation:
         task, "scenes", _strings(task.meta.get("subgoals"), "subgoals"), steps,
         [_strings(t, "tails") for t in tails], kind=task.meta.get("kind"),
         level=task.meta.get("level"), aliases=list(task.meta.get("aliases") or ()),
-    )  # fmt: skip
+    )
 
 
 def aokvqa_annotation(task: Task) -> Annotation:
@@ -140,7 +140,7 @@ def aokvqa_annotation(task: Task) -> Annotation:
     return _from_plan(task, "aokvqa", plan, "the record has no rationales or no correct choice "
                       "(or its text breaks the action syntax)",
                       question_id=task.meta.get("question_id"),
-                      difficult_direct_answer=task.meta.get("difficult_direct_answer"))  # fmt: skip
+                      difficult_direct_answer=task.meta.get("difficult_direct_answer"))
 
 
 def scienceqa_annotation(task: Task) -> Annotation:
@@ -155,4 +155,4 @@ def scienceqa_annotation(task: Task) -> Annotation:
     plan = scienceqa_plan(meta) if ok else None
     return _from_plan(task, "scienceqa", plan, "the problem has no options or answer (or its "
                       "text breaks the action syntax)", pid=meta.get("pid"),
-                      subject=meta.get("subject"), has_image=bool(meta.get("image")))  # fmt: skip
+                      subject=meta.get("subject"), has_image=bool(meta.get("image")))

@@ -28,6 +28,7 @@ from lumos_gym.conversion.exports import (
     write_records,
 )
 from lumos_gym.errors import LumosGymError
+from lumos_gym.models.factory import backend_from_spec
 
 
 @dataclass
@@ -43,7 +44,7 @@ class ExportSummary:
         lines = [f"{self.records} records written"]
         if self.unreadable:
             lines.append(f"{len(self.unreadable)} unreadable annotation lines, e.g. "
-                         f"{self.unreadable[0]}")  # fmt: skip
+                         f"{self.unreadable[0]}")
         reasons = Counter(r.reason.split(":")[0] for r in self.rejected)
         for reason, count in reasons.most_common():
             lines.append(f"{count} rejected: {reason}")
@@ -106,31 +107,10 @@ def write_rejected(rejected: Iterable[Rejected | Mapping[str, Any]], path: str |
             row = dict(item) if isinstance(item, Mapping) else (
                 item.to_dict() if hasattr(item, "to_dict") else {"id": item.id,
                                                                  "reason": item.reason}
-            )  # fmt: skip
+            )
             f.write(json.dumps(row, ensure_ascii=False, sort_keys=True) + "\n")
             count += 1
     return count
-
-
-def make_backend_from_spec(spec: str, *, batch_size: int = 8) -> Any:
-    """Build a backend from a spec ``BACKEND:MODEL[@BASE_URL]``.
-
-    Examples: ``hf:smollm2-135m``, ``openai:my-model@http://127.0.0.1:8000/v1``,
-    ``vllm:path/to/model``.
-    """
-    from lumos_gym.agents.backends import make_backend
-
-    backend, sep, rest = spec.partition(":")
-    model, _, base_url = rest.partition("@")
-    if not sep or not model:
-        raise LumosGymError(f"expected BACKEND:MODEL[@BASE_URL], got {spec!r}")
-    if backend == "openai":
-        if not base_url:
-            raise LumosGymError("an openai backend spec needs @BASE_URL")
-        return make_backend("openai", model, base_url=base_url, max_concurrency=batch_size)
-    if backend == "hf":
-        return make_backend("hf", model, batch_size=batch_size)
-    return make_backend(backend, model)
 
 
 @dataclass
@@ -155,19 +135,19 @@ def _llm_annotations(
     tasks: Sequence[Any], dataset: str, spec: str, out: Path, batch_size: int
 ) -> list[Annotation | Rejected]:
     """Convert tasks' rationales with a model (cached and resumable next to ``out``)."""
-    from lumos_gym.agents.backends.caching import CachingBackend
     from lumos_gym.conversion.llm import LLMConverter, RationaleItem
+    from lumos_gym.models.caching import CachingBackend
 
     items, missing = [], []
     for task in tasks:
         if task.rationale:
             items.append(RationaleItem(task.id, dataset, task.task_type, task.question,
-                                       task.rationale, task.answer))  # fmt: skip
+                                       task.rationale, task.answer))
         else:
             missing.append(Rejected(task.id, "conversion: the task has no rationale"))
     raw, raw_rejected = out.with_suffix(".llm.jsonl"), out.with_suffix(".llm-rejected.jsonl")
-    backend = CachingBackend(make_backend_from_spec(spec, batch_size=batch_size),
-                             out.with_suffix(".llm-cache.jsonl"))  # fmt: skip
+    backend = CachingBackend(backend_from_spec(spec, batch_size=batch_size),
+                             out.with_suffix(".llm-cache.jsonl"))
     try:
         LLMConverter(backend, batch_size=batch_size).convert_file(items, raw, raw_rejected)
     finally:
@@ -224,7 +204,7 @@ def convert_env(
     items = (
         _llm_annotations(tasks, dataset, llm, out, batch_size)
         if llm else list(convert_tasks(tasks, dataset))
-    )  # fmt: skip
+    )
 
     def replay_env(_tasks: Sequence[Any], _dataset: str) -> Any:
         # the env the tasks came from (documents, corpora and gold facts included), built
@@ -298,7 +278,7 @@ OFFLINE_SPLITS: tuple[OfflineSplit, ...] = (
                  {"split": "test", "levels": [1, 2], "num_tasks": 1}, "test"),
     OfflineSplit("scenes-train", "lumos/Scenes-v0", {"split": "train", "num_tasks": 20}, "train"),
     OfflineSplit("scenes-test", "lumos/Scenes-v0", {"split": "test", "num_tasks": 4}, "test"),
-)  # fmt: skip
+)
 
 
 def _write_tasks(env_id: str, kwargs: Mapping[str, Any], path: Path) -> int:
@@ -350,7 +330,7 @@ def build_offline_data(out: str | Path, *, num_tasks: int = 200) -> list[str]:
             summary = convert_env(split.env_id, out=target, env_kwargs=kwargs)
             annotation_files.append(target)
             lines.append(f"{target}: {summary.kept} verified annotations, {summary.rejected} "
-                         "rejected")  # fmt: skip
+                         "rejected")
         else:
             target = out / "test" / f"{split.name}.jsonl"
             lines.append(f"{target}: {_write_tasks(split.env_id, kwargs, target)} tasks")
@@ -359,7 +339,7 @@ def build_offline_data(out: str | Path, *, num_tasks: int = 200) -> list[str]:
         summary = export_files(annotation_files, fmt, target)
         lines.append(f"{target}: {summary.records} records")
     # the QA tool's own model learns from the QA calls of the verified WorldQA plans
-    from lumos_gym.training.qa_tool import write_qa_tool_records
+    from lumos_gym.conversion.qa_tool import write_qa_tool_records
 
     target = out / "train" / "qa-tool.jsonl"
     lines.append(f"{target}: {write_qa_tool_records(annotation_files, target)} records")
@@ -374,6 +354,5 @@ __all__ = [
     "ExportSummary",
     "convert_env",
     "export_files",
-    "make_backend_from_spec",
     "write_rejected",
 ]

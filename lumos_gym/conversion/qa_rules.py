@@ -3,7 +3,7 @@
 The original Lumos asked GPT-4 to rewrite StrategyQA and MuSiQue decompositions into subgoals
 and ``KnowledgeQuery`` / ``ParagraphRetrieve`` / ``QA`` actions (LUMOS_FORMAT.md §1.2). The
 datasets' own gold annotations allow the same plans to be written by rules, offline and
-deterministically; the plans are built by :data:`lumos_gym.envs.qa_data.GOLD_PLANS` (the same
+deterministically; the plans are built by :data:`lumos_gym.envs.qa.data.GOLD_PLANS` (the same
 plans give the tasks' ``gold_actions``), and each converter here turns one into an
 :class:`~lumos_gym.conversion.annotation.Annotation`:
 
@@ -31,7 +31,7 @@ from typing import Any
 
 from lumos_gym.conversion.annotation import Annotation, make_subgoals
 from lumos_gym.conversion.rules import ConversionError
-from lumos_gym.envs.qa_data import GOLD_PLANS, GoldPlanError
+from lumos_gym.envs.qa.data import GOLD_PLANS, GoldPlanError
 from lumos_gym.envs.tasks import Task
 
 __all__ = [
@@ -51,7 +51,7 @@ def qa_annotation(task: Task, dataset: str) -> Annotation:
     """Convert a complex-QA task with the gold plan of ``dataset``.
 
     Args:
-        task: a task of the dataset's loader (:mod:`lumos_gym.envs.qa_data`).
+        task: a task of the dataset's loader (:mod:`lumos_gym.envs.qa.data`).
         dataset: ``hotpotqa``, ``musique``, ``strategyqa`` or ``2wikimultihopqa``.
 
     Returns:

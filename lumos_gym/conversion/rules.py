@@ -34,7 +34,7 @@ from typing import Any
 
 from lumos_gym.conversion.annotation import Annotation, AnnotationError, make_subgoals
 from lumos_gym.conversion.exports import Rejected
-from lumos_gym.envs.math_data import (
+from lumos_gym.envs.math.data import (
     _gsm8k_steps,
     _is_infix_arithmetic,
     calculator_expression,
@@ -42,10 +42,10 @@ from lumos_gym.envs.math_data import (
     parse_asdiv_formula,
     parse_calc_marks,
 )
-from lumos_gym.envs.metrics import answers_match, to_fraction
 from lumos_gym.envs.tasks import Task
 from lumos_gym.errors import LumosGymError, RegistryError
 from lumos_gym.registry import Registry
+from lumos_gym.scoring.answers import answers_match, to_fraction
 
 __all__ = [
     "CONVERTERS",
@@ -539,7 +539,7 @@ def gsm8k_annotation(task: Task) -> Annotation:
     """Convert a GSM8K task (main or socratic rationale) by rules.
 
     Args:
-        task: a task of :func:`~lumos_gym.envs.math_data.load_gsm8k` (its ``rationale`` is the
+        task: a task of :func:`~lumos_gym.envs.math.data.load_gsm8k` (its ``rationale`` is the
             solution before ``####``, its ``answer`` the ``####`` number).
 
     Returns:
@@ -584,7 +584,7 @@ def svamp_annotation(task: Task) -> Annotation:
     """Convert a SVAMP task: its ``Equation`` becomes one ``Calculator`` action.
 
     Args:
-        task: a task of :func:`~lumos_gym.envs.math_data.load_svamp` (``meta["equation"]``).
+        task: a task of :func:`~lumos_gym.envs.math.data.load_svamp` (``meta["equation"]``).
 
     Returns:
         One subgoal phrased from the question part, with ``R1 = Calculator(<equation>) =
@@ -632,7 +632,7 @@ _RATIO_PART = re.compile(r"\s*(\d+)\s*:\s*(\d+)\s*=\s*(\d+)\s*:\s*(\d+)\s*\Z")
 def asdiv_calculations(formula: str, answer: str) -> list[tuple[str, str]] | None:
     """Read an ASDiv ``<Formula>`` as ``(Calculator formula, value)`` calculations.
 
-    Plain arithmetic parts are read by :func:`~lumos_gym.envs.math_data.parse_asdiv_formula`;
+    Plain arithmetic parts are read by :func:`~lumos_gym.envs.math.data.parse_asdiv_formula`;
     three more kinds of part become whitelisted Calculator functions:
 
     * a division with remainder ``35/8=4 r 3`` gives ``floor(35/8) = 4``, followed by
@@ -683,7 +683,7 @@ def asdiv_annotation(task: Task) -> Annotation:
     units are also kept in ``meta["units"]``.
 
     Args:
-        task: a task of :func:`~lumos_gym.envs.math_data.load_asdiv` (``meta["formula"]``).
+        task: a task of :func:`~lumos_gym.envs.math.data.load_asdiv` (``meta["formula"]``).
 
     Returns:
         One subgoal phrased from the question part, one action per formula part.
@@ -728,7 +728,7 @@ def mathword_annotation(task: Task) -> Annotation:
     """Convert a MathWord task from its generator's gold steps (``meta["steps"]``).
 
     Args:
-        task: a task of :class:`~lumos_gym.envs.mathword.MathWordGenerator`.
+        task: a task of :class:`~lumos_gym.envs.math.mathword.MathWordGenerator`.
 
     Returns:
         One subgoal per step (the generator's subgoal text), its action with the tail
@@ -754,7 +754,7 @@ def mathword_annotation(task: Task) -> Annotation:
     return _annotation(
         task, "mathword", plan, task.answer, level=task.meta.get("level"),
         templates=list(task.meta.get("templates") or []),
-    )  # fmt: skip
+    )
 
 
 CONVERTERS.register("gsm8k", gsm8k_annotation)
@@ -765,7 +765,7 @@ CONVERTERS.register("mathword", mathword_annotation)
 CONVERTERS.register("worldqa", "lumos_gym.conversion.worldqa_rules:worldqa_annotation")
 for _dataset, _function in (("hotpotqa", "hotpotqa_annotation"), ("musique", "musique_annotation"),
                             ("strategyqa", "strategyqa_annotation"),
-                            ("2wikimultihopqa", "twowiki_annotation")):  # fmt: skip
+                            ("2wikimultihopqa", "twowiki_annotation")):
     CONVERTERS.register(_dataset, f"lumos_gym.conversion.qa_rules:{_function}")
 CONVERTERS.register("humaneval", "lumos_gym.conversion.code_rules:humaneval_annotation")
 CONVERTERS.register("mbpp", "lumos_gym.conversion.code_rules:mbpp_annotation")

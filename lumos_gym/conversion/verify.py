@@ -1,7 +1,7 @@
 """Replay verification: keep an annotation only when its own actions solve its task.
 
 Each annotation is replayed in the environment of its task type, built over the annotated task
-(for math, :class:`~lumos_gym.envs.math.MathEnv` over ``Task(id, task, answer)``): one
+(for math, :class:`~lumos_gym.envs.math.official.MathEnv` over ``Task(id, task, answer)``): one
 ``step`` per subgoal with the subgoal's actions, tails removed and ``"; "``-joined, then
 ``Answer(<Output or the highest R>)``. The annotation is kept when no step observes an
 ``Error:``, every action's computed value agrees with its annotation tail (numerically
@@ -41,10 +41,10 @@ from lumos_gym.actions import Action, format_action, last_variable, split_list
 from lumos_gym.conversion.annotation import Annotation
 from lumos_gym.conversion.exports import RESULTS_FIELD, Rejected, quotes_results
 from lumos_gym.envs.base import LumosEnv, observation_text
-from lumos_gym.envs.metrics import answers_match, to_fraction
 from lumos_gym.envs.tasks import Task
 from lumos_gym.errors import LumosGymError
 from lumos_gym.registry import Registry
+from lumos_gym.scoring.answers import answers_match, to_fraction
 
 __all__ = [
     "ENV_FACTORIES",
@@ -67,7 +67,7 @@ ENV_FACTORIES: Registry[EnvFactory] = Registry("verification env factory")
 
 
 def _math_env(tasks: Sequence[Task], dataset: str) -> LumosEnv:
-    from lumos_gym.envs.math import MathEnv
+    from lumos_gym.envs.math.official import MathEnv
 
     return MathEnv(dataset=dataset, tasks=tasks)
 
@@ -136,7 +136,7 @@ class VerificationReport:
             lines.append(f"  {name:<{width}}  {kept:>6} / {total:<6} kept  ({rate:.1%})")
         total = sum(self.totals.values())
         lines.append(f"  {'all':<{width}}  {len(self.kept):>6} / {total:<6} kept  "
-                     f"({self.yield_rate:.1%})")  # fmt: skip
+                     f"({self.yield_rate:.1%})")
         if self.rejected:
             lines.append("Rejections by kind")
             for kind, count in self.reason_counts().items():
@@ -194,7 +194,7 @@ def _decimals(text: str) -> int | None:
 def values_agree(computed: str, written: str) -> bool:
     """Say whether a computed value agrees with an annotation tail.
 
-    They agree when :func:`~lumos_gym.envs.metrics.answers_match` says so (relative tolerance
+    They agree when :func:`~lumos_gym.scoring.answers.answers_match` says so (relative tolerance
     1e-6), or when the tail is the computed number rounded to the tail's own decimals (GSM8K
     writes ``<<20/6=3.33>>``).
 

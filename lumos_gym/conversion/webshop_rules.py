@@ -1,6 +1,6 @@
 """Rule-based converter of WebShop tasks into unified annotations.
 
-A WebShop task (:mod:`lumos_gym.envs.webshop`) carries its expert trajectory: one grounded step
+A WebShop task (:mod:`lumos_gym.envs.web.webshop`) carries its expert trajectory: one grounded step
 per subgoal (``Task.gold_actions``) and the subgoal texts (``meta["subgoals"]``), written as the
 Lumos WebShop shots write them (LUMOS_FORMAT.md §1.5)::
 
@@ -88,5 +88,5 @@ def webshop_annotation(task: Task) -> Annotation:
             "converter": "rules/webshop",
             "options": dict(expert.get("options") or {}),
             "variant": expert.get("variant"),
-        },  # fmt: skip
+        },
     )

@@ -1,6 +1,6 @@
 """Rule-based converter of WorldQA tasks into unified annotations.
 
-A WorldQA task (:mod:`lumos_gym.envs.worldqa`) carries its gold decomposition: one grounded
+A WorldQA task (:mod:`lumos_gym.envs.qa.worldqa`) carries its gold decomposition: one grounded
 step per subgoal (``Task.gold_actions``, the last one ``Answer(R<n>)``), the subgoal texts
 (``meta["subgoals"]``) and each action's result (``meta["tails"]``): ``WikipediaPage(<title>)``
 for ``KnowledgeQuery``, ``Paragraph(<title>-<k>)`` (the page's ``k``-th sentence states the
@@ -23,9 +23,9 @@ from dataclasses import replace
 from lumos_gym.actions import Action, format_action, parse_actions
 from lumos_gym.conversion.annotation import Annotation, make_subgoals
 from lumos_gym.conversion.rules import ConversionError
-from lumos_gym.envs.qa_metrics import normalize_answer
 from lumos_gym.envs.tasks import Task
 from lumos_gym.errors import ActionParseError
+from lumos_gym.scoring.qa import normalize_answer
 
 __all__ = ["worldqa_annotation"]
 
@@ -63,7 +63,7 @@ def worldqa_annotation(task: Task) -> Annotation:
     """Convert a WorldQA task from its gold decomposition.
 
     Args:
-        task: a task of :func:`lumos_gym.envs.worldqa.generate_tasks`.
+        task: a task of :func:`lumos_gym.envs.qa.worldqa.generate_tasks`.
 
     Returns:
         The annotation (dataset ``worldqa``, task type ``qa``): one subgoal per gold step but

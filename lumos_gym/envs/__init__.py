@@ -7,7 +7,7 @@ Importing this package registers the built-in ids (lazily: no env module is impo
 from lumos_gym.envs.registration import ENVS, EnvInfo, env_ids, load_plugins, register_env
 from lumos_gym.envs.tasks import TASK_TYPES, Task
 
-_MATH = "lumos_gym.envs.math"
+_MATH = "lumos_gym.envs.math.official"
 register_env(
     "lumos/GSM8K-v0",
     f"{_MATH}:MathEnv",
@@ -44,7 +44,7 @@ register_env(
     max_episode_steps=32,
 )
 
-_QA = "lumos_gym.envs.qa"
+_QA = "lumos_gym.envs.qa.base"
 for _name, _dataset, _split, _sources, _size, _what, _steps in (
     ("HotpotQA", "hotpotqa", "dev", ("bundled", "official", "hub", "path"),
      "7,405 dev / 90,447 train official; 7 bundled",
@@ -62,7 +62,7 @@ for _name, _dataset, _split, _sources, _size, _what, _steps in (
     ("Bamboogle", "bamboogle", "test", ("bundled", "official", "hub", "path"),
      "125 official; 8 bundled",
      "Two-hop questions search engines answer wrongly (Press et al., 2022)", 24),
-):  # fmt: skip
+):
     register_env(
         f"lumos/{_name}-v0",
         f"{_QA}:QADatasetEnv",
@@ -74,14 +74,14 @@ for _name, _dataset, _split, _sources, _size, _what, _steps in (
     )
 register_env(
     "lumos/WorldQA-v0",
-    "lumos_gym.envs.worldqa:WorldQAEnv",
+    "lumos_gym.envs.qa.worldqa:WorldQAEnv",
     sources=("generated",),
     size="any: num_tasks per family, 4 families; default 40 tasks over a 204-page world",
     description="Procedural multi-hop QA over a generated encyclopedia (bridge, comparison, "
     "yes/no, arithmetic), seeded, offline",
     max_episode_steps=20,
 )
-_CODE = "lumos_gym.envs.code"
+_CODE = "lumos_gym.envs.code.official"
 register_env(
     "lumos/HumanEval-v0",
     f"{_CODE}:CodeEnv",
@@ -104,7 +104,7 @@ register_env(
 # -- web (issue 6) ----------------------------------------------------------------------------
 register_env(
     "lumos/WebShop-v0",
-    "lumos_gym.envs.webshop:WebShopEnv",
+    "lumos_gym.envs.web.webshop:WebShopEnv",
     sources=("generated", "official", "path"),
     size="any: generated catalogue (1,000+ products) and instructions, seeded; official "
     "WebShop product and instruction json",
@@ -114,7 +114,7 @@ register_env(
 )
 register_env(
     "lumos/Mind2Web-v0",
-    "lumos_gym.envs.mind2web:Mind2WebEnv",
+    "lumos_gym.envs.web.mind2web:Mind2WebEnv",
     sources=("bundled", "record", "official", "path"),
     size="2,350 tasks official (train / test_task / test_website / test_domain); "
     "24 bundled (recorded from the shop site); any number recorded anew",
@@ -125,7 +125,7 @@ register_env(
 # -- multimodal -------------------------------------------------------------------------------
 register_env(
     "lumos/Scenes-v0",
-    "lumos_gym.envs.scenes:ScenesEnv",
+    "lumos_gym.envs.multimodal.scenes:ScenesEnv",
     sources=("generated",),
     size="any: num_tasks per kind, seeded; rendered images",
     description="Generated pictures of shapes (colours, sizes, positions, counts, labels) and "
@@ -134,7 +134,7 @@ register_env(
 )
 register_env(
     "lumos/AOKVQA-v0",
-    "lumos_gym.envs.multimodal:VQADatasetEnv",
+    "lumos_gym.envs.multimodal.base:VQADatasetEnv",
     kwargs={"dataset": "aokvqa"},
     sources=("official", "path"),
     size="17,056 train / 1,145 val / 6,702 test official; COCO 2017 images from a folder",
@@ -143,7 +143,7 @@ register_env(
 )
 register_env(
     "lumos/ScienceQA-v0",
-    "lumos_gym.envs.multimodal:VQADatasetEnv",
+    "lumos_gym.envs.multimodal.base:VQADatasetEnv",
     kwargs={"dataset": "scienceqa"},
     sources=("official", "path"),
     size="21,208 official (12,726 train / 4,241 val / 4,241 test); images from a folder",
@@ -154,7 +154,7 @@ register_env(
 # -- text games -------------------------------------------------------------------------------
 register_env(
     "lumos/TextWorld-v0",
-    "lumos_gym.envs.textworld:TextWorldEnv",
+    "lumos_gym.envs.games.textworld:TextWorldEnv",
     sources=("generated", "path"),
     size="any: tw-make games from a seed and difficulty, cached; or .z1-.z8 files",
     description="TextWorld text adventures (Côté et al., 2018) played through its engine",
@@ -162,7 +162,7 @@ register_env(
 )
 register_env(
     "lumos/ALFWorld-v0",
-    "lumos_gym.envs.alfworld:ALFWorldEnv",
+    "lumos_gym.envs.games.alfworld:ALFWorldEnv",
     sources=("generated", "official", "path"),
     size="any: generated ALFRED PDDL problems of the six task types; official splits when "
     "their data folder exists",
@@ -172,7 +172,7 @@ register_env(
 )
 register_env(
     "lumos/TextWorldExpress-v0",
-    "lumos_gym.envs.twx:TextWorldExpressEnv",
+    "lumos_gym.envs.games.twx:TextWorldExpressEnv",
     sources=("generated",),
     size="any: seeds of its 8 games (needs java)",
     description="TextWorldExpress games (Jansen and Côté, 2022), fast simulators, where java "

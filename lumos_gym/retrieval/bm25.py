@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from lumos_gym.errors import DataError
+from lumos_gym.jsonl import cache_root
 from lumos_gym.retrieval.corpus import Corpus
 from lumos_gym.retrieval.documents import Document
 
@@ -235,8 +236,6 @@ def clear_memory_cache() -> None:
 
 def index_dir(corpus: Corpus) -> Path:
     """Return where the on-disk index of ``corpus`` lives."""
-    from lumos_gym.data import cache_root
-
     return cache_root() / "indexes" / corpus.checksum
 
 

@@ -9,31 +9,12 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
-from lumos_gym.actions import Action, references, substitute
+from lumos_gym.actions import Action, ToolSpec, references, substitute
 from lumos_gym.errors import ToolError
 from lumos_gym.registry import Registry
 
 if TYPE_CHECKING:
     from lumos_gym.retrieval.documents import Document
-
-
-@dataclass(frozen=True)
-class ToolSpec:
-    """What a grounding prompt says about a tool.
-
-    Attributes:
-        name: the action name, e.g. ``"Calculator"``.
-        signature: the Lumos signature, e.g. ``"Calculator(formula)"``.
-        doc: the one-line description, e.g. ``"Calculate the input formula"``.
-    """
-
-    name: str
-    signature: str
-    doc: str
-
-    def describe(self) -> str:
-        """Return ``"Signature: doc"`` as the Lumos grounding instructions list tools."""
-        return f"{self.signature}: {self.doc}"
 
 
 @dataclass

@@ -8,13 +8,36 @@ error of the agent (``Error: Command: ...``) and never reaches the game.
 
 from __future__ import annotations
 
+from typing import Protocol, runtime_checkable
+
 from lumos_gym.actions import Action
 from lumos_gym.errors import ToolError
 from lumos_gym.tools.base import Tool, ToolContext, ToolResult, ToolSpec
 
-__all__ = ["Command"]
+__all__ = ["MAX_COMMAND_CHARS", "Command", "GameChannel"]
 
+#: Longest command sent to a game.
+MAX_COMMAND_CHARS = 200
 _QUOTES = ("'", '"', "`")
+
+
+@runtime_checkable
+class GameChannel(Protocol):
+    """What ``Command`` needs of an episode's session: a running game that takes commands.
+
+    The game envs' :class:`~lumos_gym.envs.games.base.GameSession` is one.
+    """
+
+    closed: bool
+
+    @property
+    def done(self) -> bool:
+        """Whether the game has ended."""
+        ...
+
+    def send(self, command: str) -> str:
+        """Play one command and return what the game says."""
+        ...
 
 
 def _command_text(raw: str, limit: int) -> str:
@@ -41,15 +64,13 @@ class Command(Tool):
     )
 
     def run(self, action: Action, ctx: ToolContext) -> ToolResult:
-        """Play ``action.args`` in ``ctx.session`` (a :class:`~lumos_gym.envs.games.GameSession`).
+        """Play ``action.args`` in ``ctx.session`` (a :class:`GameChannel`).
 
         Raises:
             ToolError: no game in this env, the game has ended, or a bad command.
         """
-        from lumos_gym.envs.games import MAX_COMMAND_CHARS, GameSession
-
         session = ctx.session
-        if not isinstance(session, GameSession):
+        if not isinstance(session, GameChannel):
             raise ToolError("Command plays a text game; this environment runs no game")
         command = _command_text(action.args, MAX_COMMAND_CHARS)
         if session.closed or session.done:

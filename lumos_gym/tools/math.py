@@ -82,8 +82,8 @@ import sympy as sp
 from sympy.logic.boolalg import Boolean, BooleanAtom
 
 from lumos_gym.actions import Action, substitute
-from lumos_gym.envs.metrics import normalize_number
 from lumos_gym.errors import ToolError, UndefinedVariableError
+from lumos_gym.scoring.answers import normalize_number
 from lumos_gym.tools.base import Tool, ToolContext, ToolResult, ToolSpec
 
 __all__ = [
@@ -142,7 +142,7 @@ _CLEAN = str.maketrans(
         "$": " ", "€": " ", "£": " ", "\u00a0": " ", "×": "*", "·": "*", "÷": "/",
         "\u2212": "-", "\u2013": "-", "≤": "<=", "≥": ">=", "≠": "!=", "π": "(pi)",
     }
-)  # fmt: skip
+)
 _OPENERS = "([{"
 _CLOSERS = ")]}"
 
@@ -432,7 +432,7 @@ def _tokenize(text: str) -> list[_Token]:
                 "a '.' belongs in a number; attribute access is not allowed" if char == "." else
                 "text in quotes is not a formula" if char in "'\"" else
                 "a formula holds numbers, names, + - * / ^ % ( ) , comparisons and functions"
-            )  # fmt: skip
+            )
             raise ToolError(f"unexpected {char!r} at position {pos}: {hint}")
         kind = match.lastgroup or ""
         if kind == "space":
@@ -597,7 +597,7 @@ _ALLOWED_NODES = (
     ast.Constant, ast.Load, ast.Add, ast.Sub, ast.Mult, ast.Div, ast.FloorDiv, ast.Mod,
     ast.Pow, ast.USub, ast.UAdd, ast.Not, ast.And, ast.Or, ast.Eq, ast.NotEq, ast.Lt,
     ast.LtE, ast.Gt, ast.GtE,
-)  # fmt: skip
+)
 
 
 def _check_tree(tree: ast.AST, bindings: Mapping[str, sp.Basic]) -> None:

@@ -18,7 +18,8 @@ contents should be close to '{TEXT}'."`` to the query. Backends (``backend=`` to
 * ``"oracle"``: the gold elements first (for replays of gold trajectories and annotations).
 
 A candidate's text is its tag, its salient attribute values and its visible text in the step's
-``cleaned_html`` (:attr:`~lumos_gym.envs.mind2web_data.Candidate.ranking_text`). The env passes
+``cleaned_html`` (:attr:`Element.ranking_text`; the env's elements are
+:class:`~lumos_gym.envs.web.mind2web_data.Candidate`). The env passes
 ``ranker=``/``ranker_model=`` to all three tools; ``tools={"CLICK": {...}}`` sets them one by
 one.
 """
@@ -26,14 +27,13 @@ one.
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
 import numpy as np
 
 from lumos_gym.actions import Action
-from lumos_gym.envs.mind2web_data import Candidate
 from lumos_gym.errors import BackendError, ToolError
 from lumos_gym.tools.base import Tool, ToolContext, ToolResult, ToolSpec
 
@@ -55,6 +55,56 @@ __all__ = [
     "select_query",
 ]
 
+
+class Element(Protocol):
+    """A candidate element of a page, as the rankers read it."""
+
+    positive: bool
+
+    @property
+    def ranking_text(self) -> str:
+        """The element as text for a ranker: its tag, attributes and visible text."""
+        ...
+
+
+class Page(Protocol):
+    """A page of a Mind2Web step: its number and the elements an action may act on."""
+
+    number: int
+    candidates: Sequence[Element]
+
+
+class Outcome(Protocol):
+    """What acting on an element returned: the bound value and the observation text."""
+
+    value: str
+    text: str
+
+
+@runtime_checkable
+class StepSession(Protocol):
+    """What ``CLICK``, ``TYPE`` and ``SELECT`` need of an episode's session.
+
+    The Mind2Web env's :class:`~lumos_gym.envs.web.mind2web.Mind2WebSession` is one.
+    """
+
+    @property
+    def done(self) -> bool:
+        """Whether the task's steps are over."""
+        ...
+
+    def resolve(self, reference: str, variables: Mapping[str, str]) -> Page:
+        """The page ``reference`` (``Env`` or an ``R<n>``) names."""
+        ...
+
+    def previous_actions(self) -> Sequence[str]:
+        """The actions of the steps before this one, as rankers read them."""
+        ...
+
+    def act(self, page: Page, chosen: Element, op: str, value: str) -> Outcome:
+        """Act on ``chosen`` of ``page`` (typing or selecting ``value``) and move on a step."""
+        ...
+
 PREVIOUS_ACTIONS = 3
 
 
@@ -73,7 +123,7 @@ class ElementRanker(Protocol):
     """Scores a page's candidates for a query; higher is better."""
 
     def scores(
-        self, query: str, previous_actions: Sequence[str], candidates: Sequence[Candidate]
+        self, query: str, previous_actions: Sequence[str], candidates: Sequence[Element]
     ) -> np.ndarray:
         """Return one score per candidate, in order."""
         ...
@@ -111,7 +161,7 @@ class EmbedRanker:
         self.embedder = embedder
 
     def scores(
-        self, query: str, previous_actions: Sequence[str], candidates: Sequence[Candidate]
+        self, query: str, previous_actions: Sequence[str], candidates: Sequence[Element]
     ) -> np.ndarray:
         """Return the cosine similarity of each candidate's text with the query."""
         from lumos_gym.retrieval.embed import load_embedder
@@ -126,7 +176,7 @@ class BM25Ranker:
     """BM25 of the query (alone: previous actions would only add noise to word matching)."""
 
     def scores(
-        self, query: str, previous_actions: Sequence[str], candidates: Sequence[Candidate]
+        self, query: str, previous_actions: Sequence[str], candidates: Sequence[Element]
     ) -> np.ndarray:
         """Return the BM25 score of each candidate's text for the query."""
         from lumos_gym.retrieval.bm25 import get_index
@@ -183,7 +233,7 @@ class CrossEncoderRanker:
         self.query_format = _check_format(query_format)
 
     def scores(
-        self, query: str, previous_actions: Sequence[str], candidates: Sequence[Candidate]
+        self, query: str, previous_actions: Sequence[str], candidates: Sequence[Element]
     ) -> np.ndarray:
         """Return the model's relevance logit for each candidate (last label when several)."""
         import torch
@@ -195,7 +245,7 @@ class CrossEncoderRanker:
         for start in range(0, len(texts), self.batch_size):
             chunk = texts[start : start + self.batch_size]
             batch = tokenizer([full] * len(chunk), chunk, padding=True, truncation=True,
-                              max_length=self.max_length, return_tensors="pt")  # fmt: skip
+                              max_length=self.max_length, return_tensors="pt")
             if self.device:
                 batch = batch.to(self.device)
             with lock, torch.inference_mode():
@@ -208,7 +258,7 @@ class OracleRanker:
     """The gold elements of the step score 1, the others 0."""
 
     def scores(
-        self, query: str, previous_actions: Sequence[str], candidates: Sequence[Candidate]
+        self, query: str, previous_actions: Sequence[str], candidates: Sequence[Element]
     ) -> np.ndarray:
         """Return 1.0 for each positive candidate and 0.0 for the others."""
         return np.asarray([1.0 if c.positive else 0.0 for c in candidates])
@@ -285,10 +335,8 @@ class _ElementAction(Tool):
 
     def run(self, action: Action, ctx: ToolContext) -> ToolResult:
         """Pick the top-1 element of the page for the query, act on it and move on."""
-        from lumos_gym.envs.mind2web import Mind2WebSession
-
         session = ctx.session
-        if not isinstance(session, Mind2WebSession):
+        if not isinstance(session, StepSession):
             raise ToolError(f"{self.op} acts on a Mind2Web page; this env has none")
         args = action.arguments()
         reference = args.positional[0] if args.positional else "Env"

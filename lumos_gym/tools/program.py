@@ -26,12 +26,13 @@ so a program whose strings hold unbalanced brackets must write them as escapes (
 ``'('``); :func:`one_line` does so when it writes a program as an action.
 
 :func:`check_program` is the sandboxed test harness shared with the code environments' scoring
-(:mod:`lumos_gym.envs.code`): in one sandbox process it can run an *official* script whose clean
-completion is the verdict (HumanEval's ``prompt + completion + test + check(entry_point)``) and
-then each test statement separately, to count how many pass. Model-written code only ever runs
-in :func:`~lumos_gym.tools.sandbox.run_python`'s child process. The sandbox protects the
-machine; the verdict, like the official harness's, trusts Python inside that process: a program
-that exits early or swallows the time limit fails, but one that reads the harness's own frames
+(:mod:`lumos_gym.envs.code.official`): in one sandbox process it can run an *official*
+script whose clean completion is the verdict (HumanEval's
+``prompt + completion + test + check(entry_point)``) and then each test statement separately, to
+count how many pass. Model-written code only ever runs in
+:func:`~lumos_gym.tools.sandbox.run_python`'s child process. The sandbox protects the machine; the
+verdict, like the official harness's, trusts Python inside that process: a program that exits early
+or swallows the time limit fails, but one that reads the harness's own frames
 (``sys._current_frames``) could forge its report.
 """
 
@@ -699,7 +700,7 @@ class WriteProgram(Tool):
         program = _parsed(program)
         _remember(action, ctx, program)
         return ToolResult((program,), observation=describe_program(program),
-                          display=describe_program(program))  # fmt: skip
+                          display=describe_program(program))
 
 
 def _parsed(program: str) -> str:

@@ -33,15 +33,16 @@ import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from lumos_gym.actions import Action, split_list, substitute
-from lumos_gym.agents.backends.base import Backend, Completion, GenerationRequest
-from lumos_gym.envs.metrics import to_fraction
-from lumos_gym.envs.qa_metrics import NO_ANSWER, normalize_answer
 from lumos_gym.errors import LumosGymError, ToolError
+from lumos_gym.models.base import Backend, Completion, GenerationRequest
+from lumos_gym.models.factory import backend_from_spec
+from lumos_gym.models.reference import REFERENCE_ROOT
 from lumos_gym.prompts import render_inference
+from lumos_gym.scoring.answers import to_fraction
+from lumos_gym.scoring.qa import NO_ANSWER, normalize_answer
 from lumos_gym.tools.base import SharedResources, Tool, ToolContext, ToolResult, ToolSpec
 
 __all__ = [
@@ -90,8 +91,8 @@ QA_STOP = ("\n", "</s>")
 #: The untrained offline default model behind the ``model`` backend.
 DEFAULT_QA_MODEL = "hf:smollm2-135m"
 #: The folder of the shipped reference QA adapter (a LoRA adapter of SmolLM2-135M trained on
-#: ``train/qa-tool.jsonl``, see :mod:`lumos_gym.training.qa_tool`); absent until one ships.
-QA_REFERENCE_ADAPTER = Path(__file__).parent / "reference" / "qa-smollm2-135m"
+#: ``train/qa-tool.jsonl``, see :mod:`lumos_gym.conversion.qa_tool`); absent until one ships.
+QA_REFERENCE_ADAPTER = REFERENCE_ROOT / "qa-smollm2-135m"
 #: Set this environment variable to ``0`` (or ``false``, ``no``, ``off``) to make the
 #: untrained :data:`DEFAULT_QA_MODEL` the default even when the reference adapter ships.
 QA_REFERENCE_ENV = "LUMOS_GYM_QA_REFERENCE"
@@ -228,7 +229,7 @@ def _names_adapter_folder(spec: str) -> bool:
     backend, _, rest = spec.partition(":")
     if backend != "hf":
         return False
-    from lumos_gym.agents.backends.hf import adapter_folder_base  # imports torch: on use only
+    from lumos_gym.models.hf import adapter_folder_base  # imports torch: on use only
 
     try:
         return adapter_folder_base(rest.partition("@")[0]) is not None
@@ -237,10 +238,7 @@ def _names_adapter_folder(spec: str) -> bool:
 
 
 def _backend_from_spec(spec: str) -> Backend:
-    # Imported on first use: the conversion pipeline is not needed to define the tool.
-    from lumos_gym.conversion.pipeline import make_backend_from_spec
-
-    return make_backend_from_spec(spec, batch_size=1)
+    return backend_from_spec(spec, batch_size=1)
 
 
 #: Backends built from specs, shared by every QA tool that names the same spec.
@@ -255,9 +253,9 @@ class QA(Tool):
     Args:
         backend: ``"model"`` (a language model) or ``"reference"`` (gold sub-answers).
         model: for the ``model`` backend, a spec ``BACKEND:MODEL[@URL]`` (built on first use by
-            :func:`~lumos_gym.conversion.pipeline.make_backend_from_spec`, and closed with the
+            :func:`~lumos_gym.models.factory.backend_from_spec`, and closed with the
             tool; ``hf:FOLDER`` may name a LoRA output folder) or a ready
-            :class:`~lumos_gym.agents.backends.base.Backend` (left open); by default
+            :class:`~lumos_gym.models.base.Backend` (left open); by default
             :func:`default_qa_model`.
         chat: send the prompt as one chat user message (``True``), as a raw prompt in Lumos'
             ``<|user|>``/``<|assistant|>`` framing (``False``), or decide on first use
@@ -369,7 +367,7 @@ class QA(Tool):
         elif self.require_evidence and _is_span(answer) and not _occurs(answer, context):
             answer, verdict = NO_ANSWER, "answer not in the context"
         self._record(ctx, {"backend": "reference", "question": question, "answer": answer,
-                           "verdict": verdict})  # fmt: skip
+                           "verdict": verdict})
         return answer
 
     # ---------------------------------------------------------------------------- the model
@@ -390,7 +388,7 @@ class QA(Tool):
                 self.chat = False  # this backend takes raw prompts only: stop trying chat
             completion = raw if raw.stop_reason != "error" else completion
         self._record(ctx, {"backend": "model", "kind": kind, "completion": completion.text,
-                           "stop_reason": completion.stop_reason})  # fmt: skip
+                           "stop_reason": completion.stop_reason})
         if completion.stop_reason == "error":
             raise ToolError(f"the QA model failed: {completion.error or 'unknown error'}")
         return completion.text

@@ -1,7 +1,7 @@
 """Lumos' WebShop actions on the shop site: ``Search``, ``Click``, ``FeatureRetrieve``, ``Pick``.
 
 They act on the episode's shop session (``ToolContext.session``, a
-:class:`~lumos_gym.envs.webshop.ShopSession`), as Lumos' ``eval/webshop/shop_tool.py`` acts on
+:class:`~lumos_gym.envs.web.webshop.ShopSession`), as Lumos' ``eval/webshop/shop_tool.py`` acts on
 WebShop's text env (LUMOS_FORMAT.md §2.4):
 
 * ``R1 = Search(<query>)`` submits the search form and binds the top results as
@@ -66,7 +66,7 @@ __all__ = [
 
 #: Clickables that navigate rather than describe the item (left out by ``FeatureRetrieve``).
 NAVIGATION = frozenset({"back to search", "< prev", "next >", "description", "features",
-                        "reviews", "attributes", "buy now"})  # fmt: skip
+                        "reviews", "attributes", "buy now"})
 #: The ranking backends of ``FeatureRetrieve`` and ``Pick``.
 RANKERS = ("embed", "lexical")
 _STATE = "webshop"
@@ -114,7 +114,7 @@ def feature_candidates(names: Sequence[str], features: Sequence[str]) -> list[st
     Items beyond the feature lists are kept without features.
     """
     return [f"{name}. Available features: {features[i]}" if i < len(features) else name
-            for i, name in enumerate(names)]  # fmt: skip
+            for i, name in enumerate(names)]
 
 
 class _Ranker:
@@ -136,7 +136,7 @@ class _Ranker:
                 self._embedder = load_embedder(self.model)
             except (DataError, OSError, ImportError) as e:
                 warnings.warn(f"{self.tool}: cannot load the embedding model ({e}); ranking "
-                              "with BM25 instead", RuntimeWarning, stacklevel=4)  # fmt: skip
+                              "with BM25 instead", RuntimeWarning, stacklevel=4)
                 self.backend = "lexical"
         return self._embedder
 
@@ -229,7 +229,7 @@ class FeatureRetrieve(Tool):
     )
 
     def __init__(self, backend: str = "embed", *, top_k: int = 3,
-                 model: str | os.PathLike[str] | None = None) -> None:  # fmt: skip
+                 model: str | os.PathLike[str] | None = None) -> None:
         if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
             raise ToolError(f"FeatureRetrieve: top_k must be a positive integer, got {top_k!r}")
         self.top_k = top_k
@@ -274,7 +274,7 @@ class Pick(Tool):
     )
 
     def __init__(self, backend: str = "embed", *,
-                 model: str | os.PathLike[str] | None = None) -> None:  # fmt: skip
+                 model: str | os.PathLike[str] | None = None) -> None:
         self.ranker = _Ranker("Pick", backend, model)
 
     def run(self, action: Action, ctx: ToolContext) -> ToolResult:
@@ -295,7 +295,7 @@ class Pick(Tool):
         query = one_line(substitute_bound(query_text, ctx.variables))
         if not query:
             raise ToolError("empty query; write Pick(Item_names: R1, Item_features: [R3, R6], "
-                            "Query: <instruction>)")  # fmt: skip
+                            "Query: <instruction>)")
         listed = substitute_bound(names_arg, ctx.variables).split(" ** ")
         names = [n.strip() for n in listed if n.strip()]
         if not names:

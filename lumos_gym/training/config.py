@@ -261,7 +261,7 @@ RECIPES: dict[str, Recipe] = {
             "eval_steps": 100, "save_steps": 100,
         },
     ),
-}  # fmt: skip
+}
 """The recipes ``lumos-gym train --recipe`` knows."""
 
 

@@ -117,7 +117,7 @@ def check_record(row: Any) -> str | None:
     if messages is None:
         if ("subgoals" in row or "subgoal_plan" in row) and ("task" in row or "question" in row):
             return ("this is a unified annotation, not a training record; export it first: "
-                    "lumos-gym export ANNOTATIONS --format plan-iterative --out FILE")  # fmt: skip
+                    "lumos-gym export ANNOTATIONS --format plan-iterative --out FILE")
         if "task_id" in row and "metrics" in row:
             return "this is an evaluation result, not a training record"
         return f"no 'messages' list (keys: {', '.join(sorted(map(str, row))) or 'none'})"

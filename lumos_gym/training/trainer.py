@@ -49,7 +49,7 @@ REPORT_FILE = "lumos_training.json"
 #: or logging intervals, may change).
 _RESUME_KEYS = ("base_model", "lora_r", "lora_alpha", "lora_dropout", "lora_targets",
                 "init_adapter", "max_length", "eos", "pack", "seed", "max_records",
-                "eval_fraction", "batch_size", "grad_accum")  # fmt: skip
+                "eval_fraction", "batch_size", "grad_accum")
 
 DATA_FILE = "lumos_train_data.json"
 """The SHA-256 of each training file, saved when a run starts and checked by ``--resume``."""
@@ -133,7 +133,7 @@ def load_base(name: str) -> tuple[Any, Any, Any]:
     """
     import torch
 
-    from lumos_gym.agents.backends import hf
+    from lumos_gym.models import hf
 
     try:
         source = hf.resolve_model(name)
@@ -207,7 +207,7 @@ def check_output_folder(
                 "steps learn little or nothing; to train longer, start a new run with "
                 "--init-adapter %s", config.max_steps, before.max_steps, config.schedule,
                 before.max_steps, out,
-            )  # fmt: skip
+            )
     return last
 
 
@@ -217,7 +217,7 @@ def _attach_lora(model: Any, config: TrainConfig) -> Any:
     except ImportError as e:  # pragma: no cover - peft is in the hf extra
         raise TrainingError("LoRA needs peft: pip install 'lumos-gym[hf]'") from e
     if config.init_adapter:
-        from lumos_gym.agents.backends.hf import (
+        from lumos_gym.models.hf import (
             adapter_base_name,
             check_adapter_folder,
             quiet_peft_deprecations,
@@ -251,7 +251,7 @@ def _attach_lora(model: Any, config: TrainConfig) -> Any:
         target_modules=targets,
         task_type="CAUSAL_LM",
     )
-    from lumos_gym.agents.backends.hf import quiet_peft_deprecations
+    from lumos_gym.models.hf import quiet_peft_deprecations
 
     with quiet_peft_deprecations():
         return get_peft_model(model, lora)
@@ -301,7 +301,7 @@ def prepare(config: TrainConfig) -> Prepared:
     train_records, eval_records = split_records(
         records, eval_fraction=config.eval_fraction, seed=config.seed,
         max_records=config.max_records,
-    )  # fmt: skip
+    )
     train, stats = encode_records(train_records, tokenizer, max_length=config.max_length, eos=eos)
     held, _ = encode_records(eval_records, tokenizer, max_length=config.max_length, eos=eos)
     if not train:
@@ -317,13 +317,13 @@ def prepare(config: TrainConfig) -> Prepared:
         )
     if stats.dropped_no_target:
         notes.append(f"{stats.dropped_no_target} record(s) had no assistant token left and "
-                     "were dropped")  # fmt: skip
+                     "were dropped")
     if config.lora_r is not None:
         model = _attach_lora(model, config)
     elif config.init_adapter:
         raise TrainingError("init_adapter needs a LoRA run (drop --full)")
     return Prepared(config, model, tokenizer, eos, train, held, stats,
-                    fingerprint, resume_from, notes)  # fmt: skip
+                    fingerprint, resume_from, notes)
 
 
 # -------------------------------------------------------------------------------- training
@@ -449,8 +449,8 @@ def merge_adapter(adapter: str | Path, out: str | Path, *, dtype: str = "bf16") 
     """
     from peft import PeftModel
 
-    from lumos_gym.agents.backends.hf import adapter_base_name, check_adapter_folder
     from lumos_gym.jsonl import publish_folder
+    from lumos_gym.models.hf import adapter_base_name, check_adapter_folder
 
     folder = check_adapter_folder("merge", adapter)
     base_name = adapter_base_name(folder)

@@ -1,0 +1,1 @@
+"""The code family: HumanEval and MBPP."""

@@ -1,0 +1,1 @@
+"""The text-game family: TextWorld, ALFWorld and TextWorldExpress."""

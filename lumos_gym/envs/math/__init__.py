@@ -1,0 +1,1 @@
+"""The math family: GSM8K, SVAMP, ASDiv and the procedural MathWord."""

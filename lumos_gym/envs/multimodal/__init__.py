@@ -1,0 +1,1 @@
+"""The multimodal family: A-OKVQA, ScienceQA and the generated Scenes."""

@@ -1,0 +1,1 @@
+"""The complex-QA family: HotpotQA, StrategyQA, MuSiQue, 2Wiki, Bamboogle and WorldQA."""

@@ -1,0 +1,1 @@
+"""The web family: WebShop on the offline shop site, and Mind2Web."""

@@ -1,0 +1,1215 @@
+"""``lumos-gym leaderboard``: rank results folders, render them, and validate submissions.
+
+A *results folder* is what ``lumos-gym evaluate`` writes (``episodes.jsonl``, ``summary.json``,
+``run.json``). The command takes results folders, or folders of them (``reproduce`` writes one
+folder per env under each agent: ``results/<agent>/<Env>/``), and groups them into *runs*: the
+folders whose ``run.json`` holds the same configuration fingerprint (agent and models) are one
+run, named after the folder they share. Each run is a row; each env a column holding the env's
+primary metric, ``mean [low, high]`` with the 95% bootstrap interval of ``summary.json``
+(recomputed from ``episodes.jsonl`` with :func:`lumos_gym.leaderboard.results.summarize` when
+the summary lacks it: older summaries, several folders of one run, a corrupt summary). Runs are
+ranked by their suite score (:mod:`lumos_gym.leaderboard.results`); a run that covers fewer of
+the table's envs ranks
+after the runs that cover more, as its score is a mean over other envs.
+
+The Lumos paper's reported numbers (``leaderboard/reported.json``, transcribed from the paper's
+tables) come in a block of their own, marked reported and never ranked: they were measured on
+the full official sets with the paper's models, and have no suite score.
+
+Formats: a GitHub-flavoured Markdown table, a tidy CSV (one row per run and env), a static HTML
+page (sortable, filterable, self-contained, with a trajectory viewer page per run and env beside
+it) and a PNG bar chart with the intervals as error bars (the ``leaderboard`` extra:
+matplotlib). :func:`validate` checks a submission folder.
+"""
+
+from __future__ import annotations
+
+import csv
+import html
+import io
+import json
+import os
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+from lumos_gym.errors import LumosGymError
+from lumos_gym.leaderboard.results import (
+    SCORE_RULE,
+    SUMMARY_FORMAT,
+    ResultsError,
+    comparable,
+    differences,
+    keys_sha256,
+    read_results,
+    suite_mean_se,
+    summarize,
+)
+
+#: The output formats.
+FORMATS = ("md", "html", "csv", "png")
+#: Characters of a long text shown before its "show more" toggle (trajectory viewer).
+PREVIEW_CHARS = 400
+#: The most characters of one text a viewer page holds (the rest stays in episodes.jsonl).
+MAX_TEXT_CHARS = 4000
+#: run.json keys every submission must have (their values may be null, e.g. git outside a
+#: checkout); see docs/agents.md, "Provenance".
+PROVENANCE_KEYS = (
+    "lumos_gym", "git", "argv", "agent", "decoding", "backends", "backend", "models", "adapters",
+    "hardware", "python", "platform", "versions", "started", "suite", "envs", "plan",
+    "fingerprint",
+)
+#: Keys of each env in run.json's ``envs``.
+ENV_PROVENANCE_KEYS = ("env_id", "kwargs", "version", "task_type", "primary_metric", "split",
+                       "data", "task_ids", "seeds")
+_RESULT_FILES = ("episodes.jsonl", "summary.json", "run.json")
+_IMAGE_PREFIXES = ("data:image/png;", "data:image/jpeg;", "data:image/gif;", "data:image/webp;")
+_IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".gif", ".webp")
+
+
+#: What a ``ceiling`` row is, written under every table.
+CEILING_NOTE = (
+    "Rows marked ceiling are agents that read the gold answers (the oracle replays each task's "
+    "gold actions): what the env lets a perfect agent score; never ranked."
+)
+
+
+class LeaderboardError(LumosGymError):
+    """Results cannot be read or rendered, or a format's dependency is missing."""
+
+
+# ------------------------------------------------------------------------------ reading
+@dataclass
+class ResultsDir:
+    """One results folder as read for the leaderboard.
+
+    Attributes:
+        path: the folder.
+        run: its run.json.
+        records: its valid episode records (read by
+            :func:`lumos_gym.leaderboard.results.read_results`).
+        summary: its summary.json, or None when missing or unreadable.
+        problems: what was wrong (bad lines, an unreadable summary), each naming the file.
+    """
+
+    path: Path
+    run: dict[str, Any]
+    records: list[dict[str, Any]] = field(default_factory=list)
+    summary: dict[str, Any] | None = None
+    problems: list[str] = field(default_factory=list)
+
+    def group_key(self) -> str:
+        """Return what identifies the run: the configuration fingerprint (else the agent)."""
+        identity = self.run.get("fingerprint") or {"agent": self.run.get("agent")}
+        return json.dumps(identity, sort_keys=True, default=str)
+
+
+def _is_results_dir(path: Path) -> bool:
+    return any((path / name).is_file() for name in _RESULT_FILES)
+
+
+def find_results_dirs(path: str | Path) -> list[Path]:
+    """Return the results folders at ``path``: itself, or its sub-folders down two levels.
+
+    Raises:
+        LeaderboardError: ``path`` does not exist or holds no results folder.
+    """
+    root = Path(path)
+    if not root.is_dir():
+        raise LeaderboardError(f"{root}: no such results folder")
+    if _is_results_dir(root):
+        return [root]
+    found: list[Path] = []
+    for child in sorted(p for p in root.iterdir() if p.is_dir()):
+        if _is_results_dir(child):
+            found.append(child)
+            continue
+        found += sorted(g for g in child.iterdir() if g.is_dir() and _is_results_dir(g))
+    if not found:
+        raise LeaderboardError(f"{root} holds no results folder (no summary.json, episodes.jsonl "
+                               "or run.json in it or two levels below)")
+    return found
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    """Read a JSON object; raise LeaderboardError naming the file when that fails."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise LeaderboardError(f"{path}: missing") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise LeaderboardError(f"{path}: cannot be read ({e})") from None
+    except ValueError as e:
+        raise LeaderboardError(f"{path}: not valid JSON, corrupt or truncated ({e})") from None
+    if not isinstance(data, dict):
+        raise LeaderboardError(f"{path}: not a JSON object")
+    return data
+
+
+def load_results_dir(path: str | Path) -> ResultsDir:
+    """Read one results folder, keeping what is readable.
+
+    Bad episode lines and an unreadable summary are listed in ``problems`` (the summary is
+    then recomputed from the episodes).
+
+    Raises:
+        LeaderboardError: no readable run.json (the run's configuration is unknown), or
+            neither episodes nor a summary to show.
+    """
+    folder = Path(path)
+    run = _read_json(folder / "run.json")
+    result = ResultsDir(folder, run)
+    if (folder / "episodes.jsonl").is_file():
+        try:
+            read = read_results(folder)
+        except ResultsError as e:
+            raise LeaderboardError(str(e)) from None
+        result.records = list(read.records.values())
+        result.problems += read.problems
+    try:
+        result.summary = _read_json(folder / "summary.json")
+    except LeaderboardError as e:
+        if result.records:
+            result.problems.append(f"{e}; recomputed from episodes.jsonl")
+    if not result.records:
+        if result.summary is None:
+            raise LeaderboardError(f"{folder}: neither episodes nor a readable summary")
+        result.problems.append(f"{folder / 'episodes.jsonl'}: missing or empty; the summary "
+                               "is shown without trajectories")
+    return result
+
+
+# ------------------------------------------------------------------------------- the board
+@dataclass
+class Cell:
+    """One run's result on one env: its primary metric with uncertainty."""
+
+    env_id: str
+    metric: str
+    mean: float
+    se: float | None
+    ci95: list[float] | None
+    episodes: int
+    statuses: dict[str, int] = field(default_factory=dict)
+    metrics: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Entry:
+    """A measured row: one run (one agent configuration) over one or more results folders."""
+
+    name: str
+    dirs: list[ResultsDir]
+    records: dict[str, list[dict[str, Any]]]
+    cells: dict[str, Cell]
+    score: dict[str, Any]
+    rank: int = 0
+    covered: int = 0
+
+    @property
+    def ceiling(self) -> bool:
+        """Whether the agent reads the gold answers (the oracle): a ceiling row, never ranked."""
+        return _reads_gold(self.agent)
+
+    @property
+    def rank_text(self) -> str:
+        """The rank as shown: its number, or ``ceiling``."""
+        return "ceiling" if self.ceiling else str(self.rank)
+
+    @property
+    def run(self) -> dict[str, Any]:
+        """Return the first folder's run.json."""
+        return self.dirs[0].run
+
+    @property
+    def agent(self) -> str:
+        """Return the agent's name."""
+        agent = self.run.get("agent")
+        if isinstance(agent, Mapping) and agent.get("name"):
+            return str(agent["name"])
+        for records in self.records.values():
+            if records and records[0].get("agent"):
+                return str(records[0]["agent"])
+        return "?"
+
+    @property
+    def models(self) -> str:
+        """Return each role's model (and adapter) as one short line."""
+        models = (self.run.get("fingerprint") or {}).get("models") or {}
+        parts = []
+        for role, value in sorted(models.items()):
+            if isinstance(value, list) and len(value) >= 2:
+                adapter = f"+{value[2]}" if len(value) > 2 and value[2] else ""
+                served = f" ({value[0]})" if value[0] not in ("hf", value[1]) else ""
+                parts.append(f"{role}: {value[1]}{adapter}{served}")
+        return ", ".join(parts) or "-"
+
+    @property
+    def episodes(self) -> int:
+        """Return the number of episodes over the table's envs."""
+        return sum(c.episodes for c in self.cells.values())
+
+
+@dataclass
+class Reported:
+    """The paper's reported numbers (``leaderboard/reported.json``)."""
+
+    source: str
+    note: str
+    scale: float
+    datasets: list[dict[str, Any]]
+    rows: list[dict[str, Any]]
+    #: dataset name → the measured env column it matches (env id and arguments), if any
+    matches: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class Board:
+    """A leaderboard: ranked measured runs, the env columns, the reported block, warnings."""
+
+    entries: list[Entry]
+    envs: list[str]
+    reported: Reported
+    warnings: list[str] = field(default_factory=list)
+    suite: str | None = None
+
+    def metric_of(self, env_id: str) -> str:
+        """Return the primary metric's name of an env column."""
+        for entry in self.entries:
+            if env_id in entry.cells:
+                return entry.cells[env_id].metric
+        return "-"
+
+
+def reported_numbers() -> Reported:
+    """Load the Lumos paper's reported numbers shipped with the package."""
+    text = resources.files("lumos_gym.leaderboard").joinpath("reported.json").read_text("utf-8")
+    data = json.loads(text)
+    return Reported(str(data["source"]), str(data.get("note", "")), float(data.get("scale", 1)),
+                    list(data["datasets"]), list(data["rows"]))
+
+
+def _cell(env_id: str, stats: Mapping[str, Any]) -> Cell:
+    ci = stats.get("ci95")
+    return Cell(
+        env_id, str(stats.get("primary_metric") or "reward"), float(stats.get("mean", 0.0)),
+        float(stats["se"]) if stats.get("se") is not None else None,
+        [float(ci[0]), float(ci[1])] if ci else None, int(stats.get("episodes", 0)),
+        dict(stats.get("statuses") or {}), dict(stats.get("metrics") or {}),
+    )
+
+
+def build_entry(name: str, dirs: Sequence[ResultsDir], envs: Iterable[str] | None = None) -> Entry:
+    """Build one run's row from its folders (restricted to ``envs`` when given).
+
+    An env's cell is its folder's summary.json entry when exactly one folder holds that env
+    and its summary has the current format; otherwise it is recomputed from the episodes.
+    The suite score is the single folder's when it covers exactly the row's envs, else it is
+    recomputed from the episodes of every folder. A folder with problems (lines that do not
+    load, an unreadable summary) is always recomputed from the episodes that load.
+    """
+    wanted = set(envs) if envs is not None else None
+    by_key: dict[str, dict[str, Any]] = {}
+    for d in dirs:
+        repeated = [r["key"] for r in d.records if r["key"] in by_key]
+        by_key.update({r["key"]: r for r in d.records if r["key"] not in by_key})
+        if repeated:
+            d.problems.append(f"{d.path}: {len(repeated)} episode(s) also in another folder of "
+                              f"this run (e.g. {repeated[0]}); the first copies kept")
+    records = [r for r in by_key.values() if wanted is None or r["env_id"] in wanted]
+    recomputed = summarize(records) if records else None
+    holders: dict[str, list[ResultsDir]] = {}
+    for d in dirs:
+        env_ids = set((d.summary or {}).get("envs") or {}) | {r["env_id"] for r in d.records}
+        for env_id in env_ids:
+            holders.setdefault(env_id, []).append(d)
+    cells: dict[str, Cell] = {}
+    for env_id, owners in sorted(holders.items()):
+        if wanted is not None and env_id not in wanted:
+            continue
+        summary = owners[0].summary or {}
+        published = (summary.get("envs") or {}).get(env_id)
+        current = summary.get("format") == SUMMARY_FORMAT and published and published.get("ci95")
+        # a folder with unreadable lines: its summary counts episodes that no longer load
+        if len(owners) == 1 and current and not owners[0].problems:
+            cells[env_id] = _cell(env_id, published)
+        elif recomputed and env_id in recomputed["envs"]:
+            cells[env_id] = _cell(env_id, recomputed["envs"][env_id])
+        elif published:  # an old summary without episodes: mean and SE, no interval
+            cells[env_id] = _cell(env_id, {"primary_metric": "reward", **published})
+    only = dirs[0].summary if len(dirs) == 1 and not dirs[0].problems else None
+    if only and only.get("format") == SUMMARY_FORMAT and set(only.get("envs") or {}) == set(cells):
+        score = dict(only["score"])
+    elif recomputed and set(recomputed["envs"]) == set(cells):
+        score = recomputed["score"]
+    else:
+        score = suite_mean_se([{"mean": c.mean, "se": c.se} for c in cells.values()])
+    grouped: dict[str, list[dict[str, Any]]] = {}
+    for record in sorted(records, key=lambda r: r["key"]):
+        grouped.setdefault(record["env_id"], []).append(record)
+    return Entry(name, list(dirs), grouped, cells, score)
+
+
+def _reads_gold(agent: str) -> bool:
+    """Whether the registered agent ``agent`` reads gold answers (False for an unknown one)."""
+    from lumos_gym.agents import AGENTS
+
+    try:
+        return bool(getattr(AGENTS.get(agent), "needs_privileged_info", False))
+    except LumosGymError:  # an agent this installation does not know
+        return False
+
+
+def _unique_names(groups: Sequence[list[ResultsDir]]) -> list[str]:
+    """Name each run after the folder its results share; clashing names get their paths."""
+    homes = []
+    for dirs in groups:
+        common = Path(os.path.commonpath([str(d.path.resolve()) for d in dirs]))
+        envs = {short_env(str(r["env_id"])) for d in dirs for r in d.records}
+        envs |= {short_env(e) for d in dirs for e in (d.summary or {}).get("envs") or {}}
+        if envs == {common.name}:  # one env folder of results/<run>/<Env>/: the run's name
+            common = common.parent
+        homes.append(common)
+    names = [home.name or str(home) for home in homes]
+    out = []
+    for name, home in zip(names, homes, strict=True):
+        clashing = [h for n, h in zip(names, homes, strict=True) if n == name]
+        if len(clashing) > 1:
+            base = Path(os.path.commonpath([str(h) for h in clashing]))
+            name = str(home.relative_to(base)) if home != base else name
+        while name in out:
+            name += "'"
+        out.append(name)
+    return out
+
+
+def load_board(paths: Sequence[str | Path], *, suite: str | None = None) -> Board:
+    """Read results folders into a ranked :class:`Board`.
+
+    Folders that cannot be read are skipped with a warning naming the file; the others still
+    load. With ``suite``, the columns are that suite's envs.
+
+    Raises:
+        LeaderboardError: no results at all could be read, or an unknown suite.
+    """
+    warnings: list[str] = []
+    groups: dict[tuple[int, str], list[ResultsDir]] = {}
+    for n, path in enumerate(paths):
+        try:
+            found = find_results_dirs(path)
+        except LeaderboardError as e:
+            warnings.append(str(e))
+            continue
+        for folder in found:
+            try:
+                d = load_results_dir(folder)
+            except LeaderboardError as e:
+                warnings.append(f"{e}; {folder} skipped")
+                continue
+            groups.setdefault((n, d.group_key()), []).append(d)  # runs never span arguments
+    columns: list[str] | None = None
+    if suite is not None:
+        from lumos_gym.leaderboard.evaluate import EvaluationError, get_suite
+
+        try:
+            columns = [e.env_id for e in get_suite(suite).entries]
+        except EvaluationError as e:
+            raise LeaderboardError(str(e)) from None
+    group_list = list(groups.values())
+    entries = []
+    for name, dirs in zip(_unique_names(group_list), group_list, strict=True):
+        entry = build_entry(name, dirs, columns)
+        warnings += [p for d in dirs for p in d.problems]
+        shards = {tuple(s) for d in dirs if (s := (d.run.get("plan") or {}).get("shard"))}
+        if shards and len(shards) < next(iter(shards))[1]:
+            shown = ", ".join(f"{i}/{n}" for i, n in sorted(shards))
+            warnings.append(f"{name}: only shard(s) {shown} of a run; merge every shard "
+                            "(lumos-gym merge) before comparing it")
+        if not entry.cells:
+            warnings.append(f"{name}: no env of suite {suite} in its results; left out")
+            continue
+        entries.append(entry)
+    if not entries:
+        shown = "; ".join(warnings) if warnings else "nothing given"
+        raise LeaderboardError(f"no results could be read ({shown})")
+    envs = columns if columns is not None else sorted({e for x in entries for e in x.cells})
+    for entry in entries:
+        entry.covered = sum(env in entry.cells for env in envs)
+    entries.sort(key=lambda x: (x.ceiling, -x.covered, -float(x.score.get("mean", 0.0)), x.name))
+    for n, entry in enumerate(entries, 1):
+        entry.rank = 0 if entry.ceiling else n
+    reported = reported_numbers()
+    reported.matches = _match_datasets(reported, entries)
+    return Board(entries, envs, reported, warnings, suite)
+
+
+def _match_datasets(reported: Reported, entries: Sequence[Entry]) -> dict[str, str]:
+    """Dataset name → env id, for datasets a measured column ran (same env and arguments)."""
+    matches = {}
+    for dataset in reported.datasets:
+        env_id, wanted = dataset.get("env"), dataset.get("kwargs") or {}
+        for entry in entries:
+            for record in entry.records.get(env_id or "", [])[:1]:
+                kwargs = record.get("env_kwargs") or {}
+                if all(kwargs.get(k) == v for k, v in wanted.items()):
+                    matches[dataset["name"]] = env_id
+    return matches
+
+
+# ----------------------------------------------------------------------------- rendering
+def short_env(env_id: str) -> str:
+    """Return an env id without the ``lumos/`` prefix."""
+    return env_id.removeprefix("lumos/")
+
+
+def _num(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}"
+
+
+def _ci(ci: Sequence[float] | None) -> str:
+    return f"[{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "[-]"
+
+
+def cell_text(cell: Cell | Mapping[str, Any] | None) -> str:
+    """Return ``mean [low, high]`` of a cell or score ("-" when absent)."""
+    if cell is None:
+        return "-"
+    if isinstance(cell, Cell):
+        return f"{cell.mean:.3f} {_ci(cell.ci95)}"
+    return f"{float(cell.get('mean', 0.0)):.3f} {_ci(cell.get('ci95'))}"
+
+
+def _reported_value(reported: Reported, row: Mapping[str, Any], dataset: str) -> str:
+    value = (row.get("values") or {}).get(dataset)
+    if value is None:
+        return "-"
+    approx = "≈" if dataset in (row.get("approx") or []) else ""
+    return f"{approx}{float(value) / reported.scale:.3f}"
+
+
+def _md(text: object) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def _md_table(headers: Sequence[str], rows: Sequence[Sequence[object]], right: int) -> list[str]:
+    lines = ["| " + " | ".join(_md(h) for h in headers) + " |"]
+    lines.append("|" + "|".join("---:" if i < right else "---" for i in range(len(headers))) + "|")
+    lines += ["| " + " | ".join(_md(c) for c in row) + " |" for row in rows]
+    return lines
+
+
+def render_markdown(board: Board) -> str:
+    """Render the board as GitHub-flavoured Markdown (measured table, then reported block)."""
+    headers = ["rank", "run", "agent", "models", "suite score", "envs"]
+    headers += [f"{short_env(e)} ({board.metric_of(e)})" for e in board.envs]
+    headers.append("episodes")
+    rows = []
+    for entry in board.entries:
+        rows.append([
+            entry.rank_text, entry.name, entry.agent, entry.models, cell_text(entry.score),
+            f"{entry.covered}/{len(board.envs)}",
+            *[cell_text(entry.cells.get(e)) for e in board.envs], entry.episodes,
+        ])
+    lines = ["# lumos-gym leaderboard", ""]
+    if board.suite:
+        lines += [f"Suite: `{board.suite}`.", ""]
+    lines += [
+        "Each cell: the env's primary metric, `mean [95% bootstrap interval]`. Runs are ranked "
+        f"by suite score ({SCORE_RULE}); a run covering fewer envs ranks after those covering "
+        f"more. {CEILING_NOTE}", "",
+    ]
+    lines += _md_table(headers, rows, right=1)
+    reported = board.reported
+    names = [d["name"] for d in reported.datasets]
+    lines += ["", "## Reported (Lumos paper)", "",
+              f"Never ranked. {reported.note} Values: the paper's "
+              f"percentages / {reported.scale:g}; ≈ marks values the paper gives as approximate.",
+              "", f"Source: {reported.source}", ""]
+    if reported.matches:
+        shown = ", ".join(f"{k} = {short_env(v)}" for k, v in sorted(reported.matches.items()))
+        lines += [f"Measured columns on the same data: {shown}.", ""]
+    rows = [[r["agent"] + (" (cited)" if r.get("cited") else ""), "reported",
+             *[_reported_value(reported, r, n) for n in names]] for r in reported.rows]
+    lines += _md_table(["agent", "kind", *names], rows, right=0)
+    return "\n".join(lines) + "\n"
+
+
+def render_csv(board: Board) -> str:
+    """Render the board as a tidy CSV.
+
+    One row per run and env (and one for its suite score), then one per reported agent and
+    dataset.
+    """
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(["kind", "rank", "run", "agent", "models", "env", "metric", "mean", "se",
+                     "ci_low", "ci_high", "episodes"])
+    for entry in board.entries:
+        score = entry.score
+        ci = score.get("ci95") or [None, None]
+        kind, rank = ("ceiling", "") if entry.ceiling else ("measured", entry.rank)
+        writer.writerow([
+            kind, rank, entry.name, entry.agent, entry.models, "suite score",
+            f"mean of {score.get('envs', 0)} envs", score.get("mean"), score.get("se"), ci[0],
+            ci[1], entry.episodes,
+        ])
+        for env_id in board.envs:
+            cell = entry.cells.get(env_id)
+            if cell is None:
+                continue
+            ci = cell.ci95 or [None, None]
+            writer.writerow([kind, rank, entry.name, entry.agent, entry.models, env_id,
+                             cell.metric, cell.mean, cell.se, ci[0], ci[1], cell.episodes])
+    reported = board.reported
+    metric = {d["name"]: d["metric"] for d in reported.datasets}
+    for row in reported.rows:
+        for dataset, value in (row.get("values") or {}).items():
+            writer.writerow(["reported", "", "", row["agent"], "", dataset, metric.get(dataset),
+                             float(value) / reported.scale, "", "", "", ""])
+    return out.getvalue()
+
+
+# ---------------------------------------------------------------------------------- PNG
+def render_png(board: Board, out: Path, *, max_runs: int = 12) -> Path:
+    """Draw the suite score and each env's primary metric per run, intervals as error bars.
+
+    Raises:
+        LeaderboardError: matplotlib (the ``leaderboard`` extra) is not installed.
+    """
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise LeaderboardError(
+            "--format png needs matplotlib, the 'leaderboard' extra: "
+            "pip install 'lumos-gym[leaderboard]' (or pip install 'matplotlib>=3.8')"
+        ) from None
+    entries = board.entries[:max_runs]
+    groups = ["suite score", *[short_env(e) for e in board.envs]]
+    width = 0.8 / max(len(entries), 1)
+    fig, ax = plt.subplots(figsize=(max(6.0, 1.2 * len(groups) + 2), 4.5), dpi=100)
+    for n, entry in enumerate(entries):
+        stats: list[Cell | Mapping[str, Any] | None] = [entry.score]
+        stats += [entry.cells.get(e) for e in board.envs]
+        xs, means, low, high = [], [], [], []
+        for g, item in enumerate(stats):
+            if item is None:
+                continue
+            mean = item.mean if isinstance(item, Cell) else float(item.get("mean", 0.0))
+            ci = item.ci95 if isinstance(item, Cell) else item.get("ci95")
+            xs.append(g - 0.4 + width * (n + 0.5))
+            means.append(mean)
+            low.append(max(mean - ci[0], 0.0) if ci else 0.0)
+            high.append(max(ci[1] - mean, 0.0) if ci else 0.0)
+        label = f"{entry.rank_text}. {entry.name}"
+        ax.bar(xs, means, width, yerr=[low, high], capsize=3, label=label)
+    ax.set_xticks(range(len(groups)))
+    ax.set_xticklabels(groups, rotation=30, ha="right")
+    ax.set_ylabel("primary metric (95% bootstrap interval)")
+    ax.set_ylim(0, 1.05)
+    ax.set_title("lumos-gym leaderboard" + (f" ({board.suite})" if board.suite else ""))
+    ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    fig.tight_layout()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, format="png")
+    plt.close(fig)
+    return out
+
+
+# --------------------------------------------------------------------------------- HTML
+_CSS = """
+body{font-family:system-ui,-apple-system,"Segoe UI",sans-serif;margin:1.5em;color:#1b1f24;
+background:#fff}
+h1{font-size:1.5em;margin:0 0 .3em}h2{font-size:1.2em;margin-top:1.6em}
+p.note{color:#444;max-width:70em;font-size:.9em}
+table{border-collapse:collapse;margin:.6em 0;font-size:.9em}
+th,td{border:1px solid #c9d1d9;padding:.3em .55em;text-align:left;vertical-align:top}
+th{background:#1f3b5b;color:#fff;cursor:pointer;user-select:none;white-space:nowrap}
+th[aria-sort=ascending]::after{content:" \\25B2"}th[aria-sort=descending]::after{content:" \\25BC"}
+tbody tr:nth-child(even){background:#f3f6f9}
+td.num{text-align:right;white-space:nowrap}td.name{white-space:nowrap}
+.wrap{overflow-x:auto}
+.ci{color:#57606a;font-size:.85em}
+tr.reported td{font-style:italic}tr.ceiling td{color:#555;background:#f4f4f4}
+input,select{font-size:1em;padding:.25em .4em;margin-right:.6em}
+.episode{border:1px solid #c9d1d9;border-radius:6px;padding:.5em .8em;margin:.7em 0}
+.episode h3{font-size:1em;margin:.1em 0 .4em}
+.status{display:inline-block;padding:0 .45em;border-radius:4px;background:#ddf4ff;font-size:.85em}
+.status-completed{background:#dafbe1}
+.turn{margin:.25em 0 .25em 1em}.label{font-weight:600;color:#1f3b5b}
+pre{white-space:pre-wrap;word-break:break-word;margin:.15em 0;font-size:.88em;background:#f6f8fa;
+padding:.25em .4em;border-radius:4px}
+img.shot{max-width:420px;border:1px solid #c9d1d9}
+"""
+
+_BOARD_JS = """
+(function () {
+  "use strict";
+  function value(row, col) {
+    var cell = row.cells[col];
+    if (!cell) { return null; }
+    var v = cell.getAttribute("data-value");
+    return v === null ? cell.textContent.trim() : v;
+  }
+  function sortTable(table, col, dir) {
+    var body = table.tBodies[0];
+    var heads = table.tHead.rows[0].cells;
+    var numeric = heads[col].getAttribute("data-type") === "num";
+    var rows = Array.prototype.slice.call(body.rows);
+    rows.sort(function (a, b) {
+      var x = value(a, col), y = value(b, col);
+      if (numeric) {
+        x = (x === null || x === "") ? NaN : parseFloat(x);
+        y = (y === null || y === "") ? NaN : parseFloat(y);
+        if (isNaN(x) && isNaN(y)) { return 0; }
+        if (isNaN(x)) { return 1; }
+        if (isNaN(y)) { return -1; }
+        return dir === "asc" ? x - y : y - x;
+      }
+      x = String(x).toLowerCase(); y = String(y).toLowerCase();
+      return dir === "asc" ? x.localeCompare(y) : y.localeCompare(x);
+    });
+    rows.forEach(function (r) { body.appendChild(r); });
+    for (var i = 0; i < heads.length; i++) {
+      var state = dir === "asc" ? "ascending" : "descending";
+      heads[i].setAttribute("aria-sort", i === col ? state : "none");
+    }
+    table.setAttribute("data-sorted-by", col + ":" + dir);
+  }
+  var tables = Array.prototype.slice.call(document.querySelectorAll("table.sortable"));
+  tables.forEach(function (table) {
+    var heads = table.tHead.rows[0].cells;
+    Array.prototype.forEach.call(heads, function (th, col) {
+      th.addEventListener("click", function () {
+        var now = table.getAttribute("data-sorted-by") || "";
+        var numeric = th.getAttribute("data-type") === "num";
+        var dir = numeric ? "desc" : "asc";
+        if (now === col + ":desc") { dir = "asc"; } else if (now === col + ":asc") { dir = "desc"; }
+        sortTable(table, col, dir);
+      });
+    });
+  });
+  var filter = document.getElementById("filter");
+  var count = document.getElementById("shown");
+  function applyFilter() {
+    var q = filter.value.trim().toLowerCase();
+    var shown = 0, total = 0;
+    tables.forEach(function (table) {
+      Array.prototype.forEach.call(table.tBodies[0].rows, function (row) {
+        var hide = q !== "" && row.textContent.toLowerCase().indexOf(q) < 0;
+        row.hidden = hide;
+        total += 1; if (!hide) { shown += 1; }
+      });
+    });
+    count.textContent = shown + " of " + total + " rows";
+  }
+  filter.addEventListener("input", applyFilter);
+  var params = {};
+  location.hash.replace(/^#/, "").split("&").forEach(function (part) {
+    var kv = part.split("=");
+    if (kv[0]) { params[decodeURIComponent(kv[0])] = decodeURIComponent(kv.slice(1).join("=")); }
+  });
+  if (params.sort !== undefined && tables.length) {
+    var col = parseInt(params.sort, 10);
+    if (!isNaN(col) && col >= 0 && col < tables[0].tHead.rows[0].cells.length) {
+      sortTable(tables[0], col, params.dir === "asc" ? "asc" : "desc");
+    }
+  }
+  if (params.q !== undefined) { filter.value = params.q; }
+  applyFilter();
+  document.body.setAttribute("data-ready", "1");
+})();
+"""
+
+_VIEWER_JS = """
+(function () {
+  "use strict";
+  var status = document.getElementById("status");
+  var text = document.getElementById("filter");
+  var count = document.getElementById("shown");
+  var episodes = Array.prototype.slice.call(document.querySelectorAll("section.episode"));
+  function apply() {
+    var s = status.value, q = text.value.trim().toLowerCase(), shown = 0;
+    episodes.forEach(function (ep) {
+      var hide = (s !== "" && ep.getAttribute("data-status") !== s) ||
+        (q !== "" && ep.textContent.toLowerCase().indexOf(q) < 0);
+      ep.hidden = hide;
+      if (!hide) { shown += 1; }
+    });
+    count.textContent = shown + " of " + episodes.length + " episodes";
+  }
+  status.addEventListener("change", apply);
+  text.addEventListener("input", apply);
+  location.hash.replace(/^#/, "").split("&").forEach(function (part) {
+    var kv = part.split("=");
+    var v = decodeURIComponent(kv.slice(1).join("="));
+    if (kv[0] === "status") { status.value = v; }
+    if (kv[0] === "q") { text.value = v; }
+  });
+  apply();
+  document.body.setAttribute("data-ready", "1");
+})();
+"""
+
+
+def _e(text: object) -> str:
+    return html.escape(str(text), quote=True)
+
+
+def _page(title: str, body: str, script: str) -> str:
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f"<title>{_e(title)}</title><style>{_CSS}</style></head>\n<body>\n{body}\n"
+        f"<script>{script}</script>\n</body></html>\n"
+    )
+
+
+def _or_dash(value: object) -> object:
+    return "-" if value is None else value
+
+
+def _short(value: object) -> object:
+    """A float to 3 decimals (other values as they are)."""
+    return f"{value:.3f}".rstrip("0").rstrip(".") if isinstance(value, float) else value
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("._") or "x"
+
+
+def _long_text(text: object) -> str:
+    """Escape a text; a long one shows a preview and the rest behind a "show more" toggle."""
+    if not isinstance(text, str):
+        text = json.dumps(text, ensure_ascii=False, indent=1, default=str)
+    if len(text) <= PREVIEW_CHARS:
+        return f"<pre>{_e(text)}</pre>"
+    kept = text[:MAX_TEXT_CHARS]
+    cut = len(text) - len(kept)
+    more = f"\n[... {cut} more characters in episodes.jsonl]" if cut else ""
+    return (
+        f"<pre>{_e(text[:PREVIEW_CHARS])} ...</pre><details><summary>show more "
+        f"({len(text)} characters)</summary><pre>{_e(kept)}{_e(more)}</pre></details>"
+    )
+
+
+def _images(value: Any, base: Path, page_dir: Path) -> str:
+    """<img> tags for image data URIs, or relative image paths of the results folder."""
+    items = value if isinstance(value, list) else [value]
+    tags = []
+    for item in items:
+        if not isinstance(item, str):
+            continue
+        if item.startswith(_IMAGE_PREFIXES):
+            src = item
+        elif item.lower().endswith(_IMAGE_SUFFIXES) and "://" not in item:
+            target = (base / item) if not os.path.isabs(item) else Path(item)
+            src = quote(os.path.relpath(target, page_dir).replace(os.sep, "/"))
+        else:
+            continue
+        tags.append(f'<img class="shot" alt="image" src="{_e(src)}">')
+    return "".join(tags)
+
+
+def _turn_html(turn: Mapping[str, Any], base: Path, page_dir: Path) -> str:
+    parts = []
+    if "role" in turn:
+        parts.append(f'<span class="label">{_e(turn["role"])}</span>')
+        parts.append(_long_text(turn.get("output", "")))
+    if "action" in turn:
+        parts.append('<span class="label">action</span>' + _long_text(turn["action"]))
+    if "observation" in turn:
+        parts.append('<span class="label">observation</span>' + _long_text(turn["observation"]))
+    for key in ("image", "images"):
+        if key in turn:
+            parts.append(_images(turn[key], base, page_dir))
+    known = {"role", "output", "action", "observation", "image", "images", "prompt"}
+    for key, value in turn.items():
+        if key not in known:
+            parts.append(f'<span class="label">{_e(key)}</span>' + _long_text(value))
+    if "prompt" in turn:
+        parts.append("<details><summary>prompt</summary>" + _long_text(turn["prompt"]) +
+                     "</details>")
+    return '<div class="turn">' + "".join(parts) + "</div>"
+
+
+def _episode_html(record: Mapping[str, Any], base: Path, page_dir: Path) -> str:
+    status = str(record.get("status", "?"))
+    metrics = record.get("metrics") or {}
+    shown_metrics = ", ".join(f"{_e(k)} {_e(_short(v))}" for k, v in sorted(metrics.items()))
+    head = (f'<h3>{_e(record.get("task_id"))} <span class="status status-{_e(_slug(status))}">'
+            f'{_e(status)}</span> reward {_e(_short(record.get("reward")))} · seed '
+            f'{_e(record.get("seed"))} · {_e(record.get("steps"))} steps</h3>')
+    info = [
+        f'<div><span class="label">task</span>{_long_text(record.get("task", ""))}</div>',
+        f'<div><span class="label">prediction</span> {_e(_or_dash(record.get("prediction")))} · '
+        f'<span class="label">gold</span> {_e(_or_dash(record.get("gold_answer")))} · '
+        f'<span class="label">metrics</span> {shown_metrics or "-"}</div>',
+    ]
+    if record.get("reason"):
+        info.append(f'<div><span class="label">reason</span> {_e(record["reason"])}</div>')
+    for key in ("image", "images"):
+        if key in record:
+            info.append(_images(record[key], base, page_dir))
+    turns = "".join(_turn_html(t, base, page_dir) for t in record.get("turns") or []
+                    if isinstance(t, Mapping))
+    return (f'<section class="episode" data-status="{_e(status)}">{head}{"".join(info)}'
+            f"<details open><summary>{len(record.get('turns') or [])} turns</summary>{turns}"
+            "</details></section>")
+
+
+def render_viewer(entry: Entry, env_id: str, page: Path, board_page: Path) -> str:
+    """Render the trajectory viewer of one run on one env (every episode, filterable)."""
+    cell = entry.cells[env_id]
+    records = entry.records.get(env_id, [])
+    page_dir = page.parent
+    back = quote(os.path.relpath(board_page, page_dir).replace(os.sep, "/"))
+    stats = cell.metrics or {cell.metric: {"mean": cell.mean, "se": cell.se, "ci95": cell.ci95}}
+    rows = "".join(
+        f'<tr><td>{_e(name)}</td><td class="num">{_num(s.get("mean"))}</td>'
+        f'<td class="num">{_num(s.get("se"))}</td><td class="num">{_ci(s.get("ci95"))}</td></tr>'
+        for name, s in stats.items()
+    )
+    statuses = sorted({str(r.get("status")) for r in records})
+    options = "".join(f'<option value="{_e(s)}">{_e(s)}</option>' for s in statuses)
+    counts = ", ".join(f"{_e(s)} {c}" for s, c in cell.statuses.items() if c) or "-"
+    homes = {r["key"]: d.path for d in entry.dirs for r in d.records}
+    episodes = "".join(_episode_html(r, homes.get(r["key"], Path(".")), page_dir)
+                       for r in records)
+    body = (
+        f'<p><a href="{_e(back)}">&larr; leaderboard</a></p>'
+        f"<h1>{_e(entry.name)} on {_e(short_env(env_id))}</h1>"
+        f'<p class="note">agent {_e(entry.agent)} · models {_e(entry.models)} · '
+        f"{cell.episodes} episodes · statuses: {counts}</p>"
+        "<table><thead><tr><th>metric</th><th>mean</th><th>se</th><th>95% interval</th></tr>"
+        f"</thead><tbody>{rows}</tbody></table>"
+        '<p><label>status <select id="status"><option value="">all</option>'
+        f'{options}</select></label><input id="filter" type="search" '
+        'placeholder="filter episodes" aria-label="filter episodes"> <span id="shown"></span></p>'
+        f"{episodes or '<p>no episode records (summary only)</p>'}"
+    )
+    return _page(f"{entry.name} on {short_env(env_id)}", body, _VIEWER_JS)
+
+
+def render_html(board: Board, out: Path) -> list[Path]:
+    """Write the leaderboard page ``out`` and a viewer page per run and env beside it.
+
+    Viewer pages go to ``<out stem>-trajectories/<run>/<env>.html``. Returns every file
+    written, the leaderboard first.
+    """
+    out.parent.mkdir(parents=True, exist_ok=True)
+    folder = out.parent / f"{out.stem}-trajectories"
+    written: list[Path] = []
+    slugs: dict[str, str] = {}
+    for entry in board.entries:
+        slug = _slug(entry.name)
+        while slug in slugs.values():
+            slug += "_"
+        slugs[entry.name] = slug
+    heads = ['<th data-type="num">rank</th>', '<th data-type="text">run</th>',
+             '<th data-type="text">agent</th>', '<th data-type="text">models</th>',
+             '<th data-type="num">suite score</th>', '<th data-type="num">envs</th>']
+    for env_id in board.envs:
+        heads.append(f'<th data-type="num" title="{_e(env_id)}">{_e(short_env(env_id))}<br>'
+                     f'<span class="ci">{_e(board.metric_of(env_id))}</span></th>')
+    heads.append('<th data-type="num">episodes</th>')
+    rows = []
+    for entry in board.entries:
+        provenance = entry.run
+        git = provenance.get("git") or {}
+        title = (f"lumos-gym {provenance.get('lumos_gym')}, commit {git.get('commit') or '-'}"
+                 f"{' (dirty)' if git.get('dirty') else ''}, folders: "
+                 + ", ".join(str(d.path) for d in entry.dirs))
+        score = entry.score
+        cells = [
+            f'<td class="num" data-value="{entry.rank or len(board.entries) + 1}">'
+            f"{entry.rank_text}</td>",
+            f'<td class="name" title="{_e(title)}">{_e(entry.name)}</td>',
+            f'<td class="name">{_e(entry.agent)}</td>',
+            f"<td>{_e(entry.models)}</td>",
+            f'<td class="num" data-value="{float(score.get("mean", 0.0))!r}">'
+            f'{_num(score.get("mean"))} <span class="ci">{_ci(score.get("ci95"))}</span></td>',
+            f'<td class="num" data-value="{entry.covered}">{entry.covered}/{len(board.envs)}</td>',
+        ]
+        for env_id in board.envs:
+            cell = entry.cells.get(env_id)
+            if cell is None:
+                cells.append('<td class="num" data-value="">-</td>')
+                continue
+            page = folder / slugs[entry.name] / f"{_slug(short_env(env_id))}.html"
+            page.parent.mkdir(parents=True, exist_ok=True)
+            page.write_text(render_viewer(entry, env_id, page, out), encoding="utf-8")
+            written.append(page)
+            href = quote(os.path.relpath(page, out.parent).replace(os.sep, "/"))
+            cells.append(
+                f'<td class="num" data-value="{cell.mean!r}"><a href="{_e(href)}" '
+                f'title="{_e(cell.episodes)} episodes: trajectories">{_num(cell.mean)}</a> '
+                f'<span class="ci">{_ci(cell.ci95)}</span></td>'
+            )
+        cells.append(f'<td class="num" data-value="{entry.episodes}">{entry.episodes}</td>')
+        kind = "measured ceiling" if entry.ceiling else "measured"
+        rows.append(f'<tr class="{kind}" data-run="{_e(entry.name)}">{"".join(cells)}</tr>')
+    reported = board.reported
+    names = [d["name"] for d in reported.datasets]
+    rheads = ['<th data-type="text">agent (reported)</th>']
+    for dataset in reported.datasets:
+        match = reported.matches.get(dataset["name"])
+        note = f" = {short_env(match)}" if match else ""
+        rheads.append(f'<th data-type="num">{_e(dataset["name"])}{_e(note)}<br><span class="ci">'
+                      f'{_e(dataset["metric"])}</span></th>')
+    rrows = []
+    for row in reported.rows:
+        cells = [f"<td>{_e(row['agent'])}{' (cited)' if row.get('cited') else ''}</td>"]
+        for name in names:
+            value = (row.get("values") or {}).get(name)
+            shown = _reported_value(reported, row, name)
+            data = "" if value is None else repr(float(value) / reported.scale)
+            cells.append(f'<td class="num" data-value="{data}">{_e(shown)}</td>')
+        rrows.append(f'<tr class="reported">{"".join(cells)}</tr>')
+    warnings = "".join(f"<li>{_e(w)}</li>" for w in board.warnings)
+    body = (
+        "<h1>lumos-gym leaderboard</h1>"
+        + (f"<p>Suite: <code>{_e(board.suite)}</code></p>" if board.suite else "")
+        + '<p class="note">Each cell: the env\'s primary metric, mean and its 95% bootstrap '
+        "interval; click a value for the episodes. Runs are ranked by suite score ("
+        + _e(SCORE_RULE) + "); a run covering fewer envs ranks after those covering more. "
+        + _e(CEILING_NOTE) + " Click a header to sort.</p>"
+        '<p><input id="filter" type="search" placeholder="filter rows" aria-label="filter rows">'
+        ' <span id="shown"></span></p>'
+        f'<div class="wrap"><table id="measured" class="sortable"><thead><tr>{"".join(heads)}'
+        f'</tr></thead><tbody>{"".join(rows)}</tbody></table></div>'
+        "<h2>Reported (Lumos paper)</h2>"
+        f'<p class="note">Never ranked. {_e(reported.note)} '
+        f"Values: the paper's percentages / {reported.scale:g}; ≈: approximate in the paper. "
+        f"Source: {_e(reported.source)}</p>"
+        f'<div class="wrap"><table id="reported" class="sortable"><thead><tr>{"".join(rheads)}'
+        f'</tr></thead><tbody>{"".join(rrows)}</tbody></table></div>'
+        + (f"<h2>Warnings</h2><ul>{warnings}</ul>" if warnings else "")
+    )
+    out.write_text(_page("lumos-gym leaderboard", body, _BOARD_JS), encoding="utf-8")
+    return [out, *written]
+
+
+# -------------------------------------------------------------------------------- output
+def write_board(board: Board, fmt: str, out: str | Path | None) -> list[Path] | str:
+    """Write the board in ``fmt``; ``out`` is a file, or a folder for ``leaderboard.<ext>``.
+
+    ``out`` names a folder when it exists as one, ends with ``/`` or has no file extension
+    (``--out site`` writes ``site/leaderboard.html``).
+
+    Returns:
+        the files written, or the text itself for ``md``/``csv`` without ``out``.
+
+    Raises:
+        LeaderboardError: an unknown format, or html/png without ``out``.
+    """
+    if fmt not in FORMATS:
+        raise LeaderboardError(f"unknown format {fmt!r}; use one of {', '.join(FORMATS)}")
+    if out is None:
+        if fmt in ("html", "png"):
+            raise LeaderboardError(f"--format {fmt} needs --out FILE_OR_DIR")
+        return render_markdown(board) if fmt == "md" else render_csv(board)
+    path = Path(out)
+    if path.is_dir() or str(out).endswith(("/", os.sep)) or not path.suffix:
+        path = path / f"leaderboard.{fmt}"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if fmt == "png":
+        return [render_png(board, path)]
+    if fmt == "html":
+        return render_html(board, path)
+    text = render_markdown(board) if fmt == "md" else render_csv(board)
+    path.write_text(text, encoding="utf-8")
+    return [path]
+
+
+# ------------------------------------------------------------------------------ validate
+def _major(version: object) -> str:
+    return str(version).split(".", 1)[0]
+
+
+def validate_dir(path: str | Path, *, suite: str | None = None) -> list[str]:
+    """Check one submitted results folder; return its problems (empty: valid).
+
+    Checks: run.json, summary.json and episodes.jsonl present and readable (every line an
+    episode record, none twice); the same lumos-gym major version as this one; a whole run
+    (not a shard) with every planned episode present and none outside the plan, the plan's
+    keys matching its checksum; ``suite`` (when given) is the run's suite, with the same file
+    checksum as the shipped one; summary.json equal to the summary recomputed from the
+    episodes (timing and provenance aside); the provenance fields present.
+    """
+    from lumos_gym import __version__
+
+    folder = Path(path)
+    problems: list[str] = []
+    run_path, summary_path = folder / "run.json", folder / "summary.json"
+    run: dict[str, Any] | None = None
+    summary: dict[str, Any] | None = None
+    for name in _RESULT_FILES:
+        if not (folder / name).is_file():
+            problems.append(f"{folder / name}: missing")
+    try:
+        run = _read_json(run_path)
+    except LeaderboardError as e:
+        if run_path.is_file():
+            problems.append(str(e))
+    try:
+        summary = _read_json(summary_path)
+    except LeaderboardError as e:
+        if summary_path.is_file():
+            problems.append(str(e))
+    records: list[dict[str, Any]] | None = None
+    if run is not None and (folder / "episodes.jsonl").is_file():
+        read = read_results(folder)
+        problems += read.problems
+        records = list(read.records.values())
+    if run is not None:
+        problems += _check_run(run, run_path, records, __version__, suite)
+    if summary is not None:
+        if summary.get("format") != SUMMARY_FORMAT:
+            problems.append(f"{summary_path}: summary format {summary.get('format')!r}, not "
+                            f"{SUMMARY_FORMAT} (made by an older lumos-gym)")
+        elif records is not None:
+            published = {k: v for k, v in comparable(summary).items() if k != "missing_episodes"}
+            diffs = differences(published, comparable(summarize(records)),
+                                names=("in summary", "recomputed"), rel_tol=1e-9)
+            if diffs:
+                more = f"; {len(diffs) - 4} more" if len(diffs) > 4 else ""
+                shown = "; ".join(diffs[:4]) + more
+                problems.append(f"{summary_path}: does not match its episodes: {shown}")
+        if "provenance" not in summary:
+            problems.append(f"{summary_path}: no provenance")
+        elif run is not None:
+            recorded = summary["provenance"] if isinstance(summary["provenance"], Mapping) else {}
+            for key in ("lumos_gym", "fingerprint"):
+                if recorded.get(key) != run.get(key):
+                    problems.append(f"{summary_path}: its provenance's {key} differs from "
+                                    "run.json's (files of different runs?)")
+    return problems
+
+
+def _check_run(
+    run: Mapping[str, Any], run_path: Path, records: list[dict[str, Any]] | None,
+    version: str, suite: str | None,
+) -> list[str]:
+    problems = []
+    missing = [k for k in PROVENANCE_KEYS if k not in run]
+    if missing:
+        problems.append(f"{run_path}: provenance field(s) missing: {', '.join(missing)}")
+    made = run.get("lumos_gym")
+    if made is None or _major(made) != _major(version):
+        problems.append(f"{run_path}: made by lumos-gym {made}, this is {version} (another "
+                        "major version: re-run it with this one)")
+    for n, env in enumerate(run.get("envs") or []):
+        absent = [k for k in ENV_PROVENANCE_KEYS if not isinstance(env, Mapping) or k not in env]
+        if absent:
+            name = env.get("env_id", n) if isinstance(env, Mapping) else n
+            problems.append(f"{run_path}: env {name}: provenance field(s) missing: "
+                            f"{', '.join(absent)}")
+    plan = run.get("plan")
+    if not isinstance(plan, Mapping) or plan.get("keys") is None:
+        problems.append(f"{run_path}: no plan with the episode keys (made by an older lumos-gym?)")
+    else:
+        if plan.get("shard"):
+            i, n = plan["shard"]
+            problems.append(f"{run_path}: shard {i}/{n} of a run; submit the shards merged "
+                            "(lumos-gym merge)")
+        keys = list(plan["keys"])
+        partial = run.get("partial") if isinstance(run.get("partial"), Mapping) else None
+        if partial:
+            absent = partial.get("absent_shards") or []
+            problems.append(
+                f"{run_path}: a partial merge: {partial.get('missing_episodes')} planned "
+                "episode(s) missing" + (f" (shard(s) {', '.join(map(str, absent))} not given)"
+                                        if absent else "")
+                + "; merge every shard, finished, without --partial"
+            )
+        elif not plan.get("shard") and keys_sha256(keys) != plan.get("keys_sha256"):
+            problems.append(f"{run_path}: the plan's keys do not match its keys_sha256")
+        if not plan.get("shard") and plan.get("episodes") != len(keys):
+            problems.append(f"{run_path}: the plan counts {plan.get('episodes')} episodes but "
+                            f"lists {len(keys)}")
+        if records is not None:
+            have = {r["key"] for r in records}
+            absent_keys = sorted(set(keys) - have)
+            extra = sorted(have - set(keys))
+            episodes = run_path.parent / "episodes.jsonl"
+            if absent_keys:
+                problems.append(f"{episodes}: {len(absent_keys)} planned episode(s) missing, "
+                                f"e.g. {absent_keys[0]}")
+            if extra:
+                problems.append(f"{episodes}: {len(extra)} episode(s) not in the plan, "
+                                f"e.g. {extra[0]}")
+    if records is not None:
+        described = run.get("agent")
+        agent = described.get("name") if isinstance(described, Mapping) else None
+        others = sorted({str(r.get("agent")) for r in records if r.get("agent") != agent})
+        if agent and others:
+            problems.append(f"{run_path.parent / 'episodes.jsonl'}: records of agent(s) "
+                            f"{', '.join(others)}, run.json names {agent}")
+    if suite is not None:
+        problems += _check_suite(run, run_path, suite)
+    return problems
+
+
+def _check_suite(run: Mapping[str, Any], run_path: Path, suite: str) -> list[str]:
+    from lumos_gym.leaderboard.evaluate import EvaluationError, get_suite
+
+    try:
+        expected = get_suite(suite)
+    except EvaluationError as e:
+        return [f"--suite {suite}: {e}"]
+    recorded = run.get("suite") if isinstance(run.get("suite"), Mapping) else None
+    if recorded is None:
+        return [f"{run_path}: not a run of a suite (envs named one by one); expected {suite}"]
+    if recorded.get("name") not in (expected.name, *expected.aliases):
+        return [f"{run_path}: a run of suite {recorded.get('name')}, expected {expected.name}"]
+    if recorded.get("sha256") != expected.sha256:
+        return [
+            f"{run_path}: suite {expected.name} was another version of its file (sha256 "
+            f"{str(recorded.get('sha256'))[:12]}..., this one {expected.sha256[:12]}...)"
+        ]
+    return _check_whole_suite(run, run_path, suite)
+
+
+def _check_whole_suite(run: Mapping[str, Any], run_path: Path, suite: str) -> list[str]:
+    """A submission runs every episode of the suite: no --limit, --seed or missing shard."""
+    from lumos_gym.leaderboard.evaluate import plan_env, spec_key, suite_entries
+
+    described = run.get("agent")
+    privileged = _reads_gold(str(described.get("name") if isinstance(described, Mapping) else ""))
+    try:
+        keys = [spec_key(spec) for entry in suite_entries(suite=suite)
+                for spec in plan_env(entry, privileged=privileged).specs]
+    except LumosGymError as e:
+        return [f"--suite {suite}: its episodes cannot be planned here ({e})"]
+    plan = run.get("plan") if isinstance(run.get("plan"), Mapping) else {}
+    if plan.get("keys_sha256") == keys_sha256(keys):
+        return []
+    return [f"{run_path}: not the whole suite {suite}: its plan has {plan.get('episodes')} "
+            f"episodes, the suite {len(keys)} (run it without --limit or --seed)"]
+
+
+def validate(paths: Sequence[str | Path], *, suite: str | None = None) -> tuple[int, list[str]]:
+    """Validate every results folder under ``paths``.
+
+    Returns:
+        ``(folders checked, problems)``; each problem names its file.
+    """
+    problems: list[str] = []
+    checked = 0
+    for path in paths:
+        try:
+            folders = find_results_dirs(path)
+        except LeaderboardError as e:
+            problems.append(str(e))
+            continue
+        for folder in folders:
+            checked += 1
+            problems += validate_dir(folder, suite=suite)
+    return checked, problems

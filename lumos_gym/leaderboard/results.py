@@ -1,0 +1,623 @@
+"""Results folders of ``lumos-gym evaluate``: metrics with uncertainty, summaries, shards, merge.
+
+A results folder holds ``episodes.jsonl`` (one episode record a line), ``run.json`` (the run's
+provenance and configuration fingerprint) and ``summary.json`` (:func:`summarize`).
+
+**Metrics.** Each env reports the metrics of its task type (:data:`METRICS`), read from the
+episode records: the first is the env's primary metric, whose per-episode value is the
+record's ``reward`` (the env's terminal reward is its primary metric); the others are read
+from the record's ``metrics``. An episode that ended without metrics (an agent or tool error,
+a context limit) scores 0 on every metric. Each metric gets its mean over episodes, the
+standard error of that mean (sample standard deviation / sqrt(n)) and a 95% percentile
+bootstrap interval: :data:`BOOTSTRAP_RESAMPLES` resamples of the env's episodes with
+replacement, drawn by ``numpy.random.default_rng(BOOTSTRAP_SEED)``, the interval being the
+2.5th and 97.5th percentiles of the resampled means. Episodes are sorted by key first, so the
+summary depends only on the set of episodes: a sharded run merged equals the whole run.
+
+**Suite score.** The unweighted mean over envs of each env's primary-metric mean (every env
+counts the same, whatever its number of episodes). Its standard error is
+``sqrt(sum of the envs' squared SEs) / number of envs`` (envs are independent); its interval
+is a percentile bootstrap resampling the episodes within each env (one generator seeded with
+:data:`BOOTSTRAP_SEED`, envs in sorted order).
+
+**Determinism.** Two runs with the same seed give equal summaries apart from the keys in
+:data:`NONDETERMINISTIC_KEYS` (``timing``: wall, env, tool and model seconds; ``provenance``:
+when, where and with which code the run was made); :func:`comparable` drops them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from lumos_gym.errors import LumosGymError
+from lumos_gym.text import table
+
+#: Resamples of each bootstrap interval.
+BOOTSTRAP_RESAMPLES = 1000
+#: The seed of every bootstrap generator (fixed: summaries are deterministic).
+BOOTSTRAP_SEED = 0
+#: The coverage of the intervals.
+CONFIDENCE = 0.95
+#: Resamples drawn per numpy call (bounds memory; the draws do not depend on it).
+_CHUNK = 100
+#: The version of the summary layout (2: metrics, intervals, suite score, timing apart).
+SUMMARY_FORMAT = 2
+#: Summary keys that differ between identical runs; :func:`comparable` drops them.
+NONDETERMINISTIC_KEYS = ("timing", "provenance")
+#: The statuses of an episode (the runner's taxonomy, repeated to keep this module light).
+STATUSES = (
+    "completed", "invalid-action-limit", "step-limit", "context-limit", "tool-error",
+    "agent-error", "env-error",
+)
+#: The rule of the suite score, written into every summary.
+SCORE_RULE = (
+    "unweighted mean over envs of each env's primary-metric mean; se = sqrt(sum se_env^2) / "
+    "envs; ci95 = percentile bootstrap resampling episodes within each env"
+)
+
+
+class ResultsError(LumosGymError):
+    """A results folder cannot be read, or shards cannot be merged."""
+
+
+# -------------------------------------------------------------------------------- metrics
+@dataclass(frozen=True)
+class Metric:
+    """A metric of a summary.
+
+    Attributes:
+        name: its name in the summary.
+        key: its key in an episode record's ``metrics``; None for the record's ``reward`` (the
+            env's primary metric).
+    """
+
+    name: str
+    key: str | None = None
+
+
+#: (task type, the env's primary metric) → the metrics reported, the primary one first.
+METRICS: dict[tuple[str, str], tuple[Metric, ...]] = {
+    ("math", "accuracy"): (Metric("accuracy"),),
+    ("qa", "accuracy"): (Metric("accuracy"), Metric("exact_match", "exact_match"),
+                         Metric("f1", "f1")),
+    ("code", "pass@1"): (Metric("pass@1"), Metric("tests_passed", "tests_passed_fraction")),
+    # Mind2Web: step success rate (Lumos' number), element accuracy, operation F1, task success
+    ("web", "step_success_rate"): (
+        Metric("step_success_rate"), Metric("element_accuracy", "element_accuracy"),
+        Metric("operation_f1", "operation_f1"), Metric("task_success", "success"),
+    ),
+    # WebShop: the average reward (Lumos' number) and the success rate (reward 1)
+    ("web", "reward"): (Metric("average_reward"), Metric("success_rate", "success")),
+    ("game", "score"): (Metric("score"), Metric("win_rate", "success")),
+    ("multimodal", "accuracy"): (Metric("accuracy"),),
+    # A-OKVQA: multiple-choice accuracy (the reward) and direct-answer accuracy
+    ("multimodal", "mc_accuracy"): (Metric("mc_accuracy"), Metric("da_accuracy", "da_accuracy")),
+}
+
+
+def metrics_for(task_type: str | None, primary_metric: str | None) -> tuple[Metric, ...]:
+    """Return the metrics of an env; an unknown pair reports its primary metric only."""
+    known = METRICS.get((str(task_type), str(primary_metric)))
+    return known if known else (Metric(primary_metric or "reward"),)
+
+
+def env_kind(env_id: str, records: Sequence[Mapping[str, Any]]) -> tuple[str | None, str | None]:
+    """Return the task type and primary metric of an env's records.
+
+    Records written by ``lumos-gym evaluate`` carry both; older ones fall back to the env
+    class's attributes (None when the env is not registered here).
+    """
+    for record in records:
+        if record.get("task_type") and record.get("primary_metric"):
+            return str(record["task_type"]), str(record["primary_metric"])
+    try:
+        from lumos_gym.envs import ENVS
+
+        cls = ENVS.get(env_id).env_class()
+        return str(cls.task_type), str(cls.primary_metric)
+    except Exception:  # an env of a plugin not installed here: report its reward only
+        return None, None
+
+
+def mean_se(values: Sequence[float]) -> tuple[float, float]:
+    """Return the mean and its standard error (sample standard deviation / sqrt(n))."""
+    n = len(values)
+    if n == 0:
+        return 0.0, 0.0
+    mean = sum(values) / n
+    if n == 1:
+        return mean, 0.0
+    variance = sum((v - mean) ** 2 for v in values) / (n - 1)
+    return mean, math.sqrt(variance / n)
+
+
+def _resampled_means(values: np.ndarray, rng: np.random.Generator, resamples: int) -> np.ndarray:
+    n = len(values)
+    means = np.empty(resamples)
+    for start in range(0, resamples, _CHUNK):
+        stop = min(start + _CHUNK, resamples)
+        index = rng.integers(0, n, size=(stop - start, n))
+        means[start:stop] = values[index].mean(axis=1)
+    return means
+
+
+def _interval(means: np.ndarray, confidence: float = CONFIDENCE) -> list[float]:
+    alpha = (1.0 - confidence) / 2
+    low, high = np.quantile(means, [alpha, 1.0 - alpha])
+    return [float(low), float(high)]
+
+
+def bootstrap_ci(
+    values: Sequence[float], *, resamples: int = BOOTSTRAP_RESAMPLES, seed: int = BOOTSTRAP_SEED
+) -> list[float] | None:
+    """Return the 95% percentile bootstrap interval of the mean of ``values`` (None if empty)."""
+    if not values:
+        return None
+    rng = np.random.default_rng(seed)
+    return _interval(_resampled_means(np.asarray(values, dtype=float), rng, resamples))
+
+
+def metric_stats(values: Sequence[float]) -> dict[str, Any]:
+    """Return ``{"mean", "se", "ci95"}`` of per-episode values."""
+    mean, se = mean_se(values)
+    return {"mean": mean, "se": se, "ci95": bootstrap_ci(values)}
+
+
+# -------------------------------------------------------------------------------- summary
+def _sort_key(record: Mapping[str, Any]) -> str:
+    return str(record.get("key") or f"{record['env_id']}|{record.get('task_id')}")
+
+
+def _counts(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    statuses = {s: 0 for s in STATUSES}
+    for r in records:
+        statuses[r["status"]] = statuses.get(r["status"], 0) + 1
+    steps = [int(r.get("steps", 0)) for r in records]
+    return {
+        "statuses": statuses,
+        "steps": {"total": sum(steps), "mean": sum(steps) / len(steps) if steps else 0.0},
+        "invalid_actions": sum(int(r.get("invalid_actions", 0)) for r in records),
+        "tool_errors": sum(int(r.get("tool_errors", 0)) for r in records),
+        "input_tokens": sum(int(r.get("input_tokens", 0)) for r in records),
+        "output_tokens": sum(int(r.get("output_tokens", 0)) for r in records),
+    }
+
+
+def _timing(records: Sequence[Mapping[str, Any]]) -> dict[str, float]:
+    return {
+        name: round(sum(float(r.get(name, 0.0)) for r in records), 3)
+        for name in ("wall_s", "env_s", "tool_s", "model_s")
+    }
+
+
+def metric_values(record: Mapping[str, Any], metric: Metric) -> float:
+    """Return one episode's value of ``metric`` (0 when the episode has no such metric)."""
+    if metric.key is None:
+        return float(record.get("reward", 0.0))
+    value = (record.get("metrics") or {}).get(metric.key, 0.0)
+    return float(value) if isinstance(value, int | float) else 0.0
+
+
+def _env_summary(env_id: str, records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    task_type, primary = env_kind(env_id, records)
+    metrics = metrics_for(task_type, primary)
+    stats = {m.name: metric_stats([metric_values(r, m) for r in records]) for m in metrics}
+    head = stats[metrics[0].name]
+    return {
+        "episodes": len(records),
+        "task_type": task_type,
+        "primary_metric": metrics[0].name,
+        "mean": head["mean"],
+        "se": head["se"],
+        "ci95": head["ci95"],
+        "metrics": stats,
+        **_counts(records),
+    }
+
+
+def _suite_score(by_env: Mapping[str, Sequence[Mapping[str, Any]]], envs: Mapping[str, Any]):
+    if not by_env:
+        return {"rule": SCORE_RULE, "envs": 0, "mean": 0.0, "se": 0.0, "ci95": None}
+    rng = np.random.default_rng(BOOTSTRAP_SEED)
+    total = np.zeros(BOOTSTRAP_RESAMPLES)
+    for records in by_env.values():  # sorted by env id
+        values = np.asarray([float(r.get("reward", 0.0)) for r in records], dtype=float)
+        total += _resampled_means(values, rng, BOOTSTRAP_RESAMPLES)
+    return {**suite_mean_se([envs[e] for e in by_env]), "ci95": _interval(total / len(by_env))}
+
+
+def suite_mean_se(envs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The suite score of env summaries (their ``mean`` and ``se``), without an interval.
+
+    The rule (:data:`SCORE_RULE`): the unweighted mean of the envs' means; its standard
+    error is ``sqrt(sum se_env^2) / envs`` (a missing SE counts as 0).
+    """
+    if not envs:
+        return {"rule": SCORE_RULE, "envs": 0, "mean": 0.0, "se": 0.0, "ci95": None}
+    k = len(envs)
+    return {
+        "rule": SCORE_RULE,
+        "envs": k,
+        "mean": sum(float(e["mean"]) for e in envs) / k,
+        "se": math.sqrt(sum(float(e.get("se") or 0.0) ** 2 for e in envs)) / k,
+        "ci95": None,
+    }
+
+
+def summarize(records: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    """Summarise episode records: per env, the suite score, all episodes pooled, and timing.
+
+    Returns:
+        ``{"format", "bootstrap", "envs", "score", "overall", "timing"}``. Each env holds its
+        ``metrics`` (name → mean, se, ci95), its primary metric again as ``mean``/``se``/
+        ``ci95``, status counts, steps, invalid actions, tool errors and tokens. ``overall``
+        pools every episode's reward (mean, se, ci95) with the same counts. ``timing`` holds
+        the seconds spent per env and overall (the only part that differs between identical
+        runs).
+    """
+    ordered = sorted(records, key=_sort_key)
+    by_env: dict[str, list[Mapping[str, Any]]] = {}
+    for record in ordered:
+        by_env.setdefault(record["env_id"], []).append(record)
+    by_env = dict(sorted(by_env.items()))
+    envs = {env_id: _env_summary(env_id, rs) for env_id, rs in by_env.items()}
+    rewards = [float(r.get("reward", 0.0)) for r in ordered]
+    pooled = metric_stats(rewards)
+    return {
+        "format": SUMMARY_FORMAT,
+        "bootstrap": {"method": "percentile", "resamples": BOOTSTRAP_RESAMPLES,
+                      "seed": BOOTSTRAP_SEED, "confidence": CONFIDENCE},
+        "envs": envs,
+        "score": _suite_score(by_env, envs),
+        "overall": {"episodes": len(ordered), **pooled, **_counts(ordered)},
+        "timing": {
+            "envs": {env_id: _timing(rs) for env_id, rs in by_env.items()},
+            "overall": _timing(ordered),
+        },
+    }
+
+
+def comparable(summary: Mapping[str, Any]) -> dict[str, Any]:
+    """Return ``summary`` without the keys that differ between identical runs (timing...)."""
+    return {k: v for k, v in summary.items() if k not in NONDETERMINISTIC_KEYS}
+
+
+def _interval_text(ci: Sequence[float] | None) -> str:
+    return f"[{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "-"
+
+
+def format_table(summary: Mapping[str, Any]) -> str:
+    """Render a summary as a plain-text table (primary metric with SE and 95% interval)."""
+    headers = ["env", "episodes", "metric", "mean ± se", "95% interval", "other metrics",
+               "completed", "other statuses", "steps", "tokens in/out"]
+    rows = []
+
+    def row(name: str, group: Mapping[str, Any], metric: str, others: str) -> list[str]:
+        statuses = group.get("statuses")
+        rest = ", ".join(f"{s} {c}" for s, c in (statuses or {}).items()
+                         if c and s != "completed")
+        steps = group.get("steps")
+        tokens = f"{group['input_tokens']}/{group['output_tokens']}" if statuses else "-"
+        return [
+            name, str(group["episodes"]), metric, f"{group['mean']:.3f} ± {group['se']:.3f}",
+            _interval_text(group.get("ci95")), others or "-",
+            str(statuses.get("completed", 0)) if statuses else "-", rest or "-",
+            f"{steps['mean']:.1f}" if isinstance(steps, Mapping) else "-", tokens,
+        ]
+
+    for name, group in summary["envs"].items():
+        metrics = group.get("metrics", {})
+        primary = group.get("primary_metric", "reward")
+        others = ", ".join(f"{m} {s['mean']:.3f}" for m, s in metrics.items() if m != primary)
+        rows.append(row(name, group, primary, others))
+    score = summary.get("score")
+    if score and score.get("envs"):
+        total = {"episodes": summary["overall"]["episodes"], **score}
+        rows.append(row("suite score", total, f"mean of {score['envs']} envs", ""))
+    rows.append(row("overall", summary["overall"], "all episodes", ""))
+    return table(headers, rows)
+
+
+# ------------------------------------------------------------------------- episode keys
+def episode_key(env_id: str, env_kwargs: Mapping[str, Any], task_id: str, seed: int) -> str:
+    """Return the key of one episode: env id, constructor arguments, task id and seed."""
+    kwargs = json.dumps(dict(env_kwargs), sort_keys=True)
+    return f"{env_id}|{kwargs}|{task_id}|seed={int(seed)}"
+
+
+def record_key(record: Mapping[str, Any]) -> str:
+    """Return an episode record's key, recomputed from its fields (older files had no seed)."""
+    if "env_id" in record and "task_id" in record:
+        return episode_key(
+            record["env_id"], record.get("env_kwargs") or {}, record["task_id"],
+            int(record.get("seed") or 0),
+        )
+    return str(record["key"])
+
+
+def keys_sha256(keys: Iterable[str]) -> str:
+    """Return the SHA-256 of sorted episode keys (one a line): the identity of a plan."""
+    return hashlib.sha256("\n".join(sorted(keys)).encode()).hexdigest()
+
+
+def parse_shard(text: str) -> tuple[int, int]:
+    """Parse ``"i/n"`` (1 <= i <= n) into ``(i, n)``."""
+    left, sep, right = str(text).partition("/")
+    try:
+        i, n = int(left), int(right)
+    except ValueError:
+        i = n = 0
+    if not sep or n < 1 or not 1 <= i <= n:
+        raise ResultsError(f"--shard takes I/N with 1 <= I <= N (e.g. 1/4), got {text!r}")
+    return i, n
+
+
+def shard_keys(keys: Iterable[str], shard: tuple[int, int]) -> list[str]:
+    """Return shard ``i`` of ``n``: round-robin over the sorted keys (positions i-1, i-1+n...).
+
+    Sorted keys group episodes by env, so every shard gets a near-equal part of every env.
+    """
+    i, n = shard
+    return sorted(set(keys))[i - 1 :: n]
+
+
+# -------------------------------------------------------------------------- reading folders
+@dataclass
+class ResultsFolder:
+    """A results folder read for merging: its run, its valid records and what was wrong."""
+
+    path: Path
+    run: dict[str, Any]
+    records: dict[str, dict[str, Any]] = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def shard(self) -> tuple[int, int] | None:
+        """Return the folder's ``(i, n)`` shard, or None for a whole run."""
+        shard = (self.run.get("plan") or {}).get("shard")
+        return (int(shard[0]), int(shard[1])) if shard else None
+
+    @property
+    def planned(self) -> list[str] | None:
+        """Return the episode keys the run planned, when run.json lists them."""
+        keys = (self.run.get("plan") or {}).get("keys")
+        return list(keys) if keys is not None else None
+
+
+_REQUIRED = ("env_id", "task_id", "status")
+
+
+def read_results(path: str | Path) -> ResultsFolder:
+    """Read a results folder, keeping every valid episode record.
+
+    A line that is not a JSON episode record (a torn last line of a killed run, a corrupt or
+    hand-edited line), or a second record of the same episode, is skipped and named in
+    ``problems``; the other records still load.
+
+    Raises:
+        ResultsError: no ``episodes.jsonl``, or no readable ``run.json`` (without it the
+            configuration of the results cannot be checked).
+    """
+    folder = Path(path)
+    episodes = folder / "episodes.jsonl"
+    if not episodes.is_file():
+        raise ResultsError(f"{folder} is not a results folder (no episodes.jsonl)")
+    try:
+        run = json.loads((folder / "run.json").read_text(encoding="utf-8"))
+        if not isinstance(run, dict):
+            raise ValueError("not a JSON object")
+    except FileNotFoundError:
+        raise ResultsError(f"{folder} has no run.json (its configuration is unknown)") from None
+    except ValueError as e:
+        raise ResultsError(f"{folder / 'run.json'} is not valid JSON ({e})") from None
+    result = ResultsFolder(folder, run)
+    data = episodes.read_bytes()
+    lines = data.split(b"\n")
+    for n, raw in enumerate(lines, 1):
+        if not raw.strip():
+            continue
+        where = f"{episodes}:{n}"
+        if n == len(lines) and not data.endswith(b"\n"):
+            result.problems.append(f"{where}: a truncated last line (a killed run), skipped")
+            continue
+        try:
+            record = json.loads(raw)
+            missing = [k for k in _REQUIRED if k not in record]
+            if missing:
+                raise ValueError(f"no {', '.join(missing)}")
+            key = record_key(record)
+        except (ValueError, TypeError, AttributeError) as e:
+            result.problems.append(f"{where}: not an episode record ({e}), skipped")
+            continue
+        if key in result.records:
+            result.problems.append(f"{where}: a second record of {key}, skipped")
+            continue
+        result.records[key] = {**record, "key": key}
+    return result
+
+
+# ---------------------------------------------------------------------------------- merging
+@dataclass
+class MergeReport:
+    """What :func:`merge_results` did."""
+
+    out: Path
+    summary: dict[str, Any]
+    episodes: int
+    warnings: list[str] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)
+    #: planned episodes not merged: ``missing`` plus those of shards not given (``--partial``)
+    missing_count: int = 0
+    absent_shards: list[int] = field(default_factory=list)
+
+
+def _listing(keys: Sequence[str], limit: int = 5) -> str:
+    shown = ", ".join(keys[:limit])
+    return shown + (f" and {len(keys) - limit} more" if len(keys) > limit else "")
+
+
+def differences(
+    a: Any, b: Any, *, names: tuple[str, str] = ("in the first", "in the second"),
+    rel_tol: float = 0.0, prefix: str = "",
+) -> list[str]:
+    """The dotted paths where two JSON values differ, each with both values.
+
+    Numbers compare within ``rel_tol`` (relative); a key present on one side only is named as
+    missing on the other.
+    """
+    if isinstance(a, Mapping) and isinstance(b, Mapping):
+        out = []
+        for key in sorted(set(a) | set(b), key=str):
+            if key not in a or key not in b:
+                out.append(f"{prefix}{key} (missing {names[0 if key not in a else 1]})")
+                continue
+            out += differences(a[key], b[key], names=names, rel_tol=rel_tol,
+                               prefix=f"{prefix}{key}.")
+        return out
+    if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+        return [d for n, (x, y) in enumerate(zip(a, b, strict=True))
+                for d in differences(x, y, names=names, rel_tol=rel_tol,
+                                     prefix=f"{prefix}{n}.")]
+    numbers = (int, float)
+    if isinstance(a, numbers) and isinstance(b, numbers) and not isinstance(a, bool):
+        if math.isclose(float(a), float(b), rel_tol=rel_tol, abs_tol=1e-12 if rel_tol else 0.0):
+            return []
+    elif a == b:
+        return []
+    return [f"{prefix.rstrip('.')} ({a!r} {names[0]}, {b!r} {names[1]})"]
+
+
+def _check_same(folders: Sequence[ResultsFolder], what: str, get) -> None:
+    first = folders[0]
+    for other in folders[1:]:
+        if get(other) != get(first):
+            diff = "; ".join(differences(get(first), get(other))[:4]) or "differs"
+            raise ResultsError(
+                f"{first.path} and {other.path} are results of different {what} ({diff}); "
+                "merge only shards of one run"
+            )
+
+
+def merge_results(
+    shard_dirs: Sequence[str | Path], out: str | Path, *, partial: bool = False
+) -> MergeReport:
+    """Join the results folders of ``lumos-gym evaluate --shard i/n`` runs into one.
+
+    Refuses shards of different configurations (agent, models), lumos-gym versions or
+    episode plans (suite, limits, seeds); overlapping shards (an episode in two folders); and,
+    unless ``partial``, missing episodes or shards. Corrupt or truncated lines are skipped
+    with a warning (the valid records still load). The merged ``episodes.jsonl`` is sorted by
+    episode key and its ``summary.json`` equals an unsharded run's (apart from timing and
+    provenance).
+
+    Raises:
+        ResultsError: any of the above, naming the folders and episodes concerned.
+    """
+    from lumos_gym import __version__
+    from lumos_gym.jsonl import write_json_atomic
+
+    if not shard_dirs:
+        raise ResultsError("name the results folders to merge")
+    out_dir = Path(out)
+    if (out_dir / "episodes.jsonl").exists():
+        raise ResultsError(f"{out_dir} already holds results; merge into a new folder")
+    folders = [read_results(p) for p in shard_dirs]
+    warnings = [p for f in folders for p in f.problems]
+    _check_same(folders, "configurations", lambda f: f.run.get("fingerprint"))
+    _check_same(folders, "lumos-gym versions", lambda f: f.run.get("lumos_gym"))
+    version = folders[0].run.get("lumos_gym")
+    if version != __version__:
+        warnings.append(
+            f"the shards were made by lumos-gym {version}, this is {__version__}: the summary "
+            "is recomputed with this version's metrics"
+        )
+    plans = [f.run.get("plan") or {} for f in folders]
+    _check_same(folders, "episode plans (suite, envs, limits or seeds)",
+                lambda f: (f.run.get("plan") or {}).get("keys_sha256"))
+    shards = [f.shard for f in folders]
+    absent: list[str] = []
+    if any(s is not None for s in shards):
+        counts = {s[1] for s in shards if s is not None}
+        if None in shards or len(counts) > 1:
+            shown = ", ".join(f"{s[0]}/{s[1]}" if s else "whole" for s in shards)
+            raise ResultsError(f"merge shards of one split: every folder needs --shard I/N with "
+                               f"the same N (got {shown})")
+        seen: dict[int, Path] = {}
+        for folder, (i, _) in zip(folders, shards, strict=True):  # type: ignore[misc]
+            if i in seen:
+                raise ResultsError(f"{seen[i]} and {folder.path} are both shard {i}")
+            seen[i] = folder.path
+        n = counts.pop()
+        absent = [str(i) for i in range(1, n + 1) if i not in seen]
+        if absent and not partial:
+            raise ResultsError(f"shard(s) {', '.join(absent)} of {n} are not given")
+    owner: dict[str, Path] = {}
+    overlap: list[str] = []
+    merged: dict[str, dict[str, Any]] = {}
+    for folder in folders:
+        for key, record in folder.records.items():
+            if key in owner:
+                overlap.append(f"{key} ({owner[key]} and {folder.path})")
+                continue
+            owner[key] = folder.path
+            merged[key] = record
+    if overlap:
+        raise ResultsError(f"{len(overlap)} episode(s) are in more than one folder: "
+                           f"{_listing(overlap)}")
+    planned: set[str] = set()
+    for folder in folders:
+        planned.update(folder.planned or folder.records)
+    total = plans[0].get("episodes")
+    missing = sorted(planned - set(merged))
+    if missing and not partial:
+        raise ResultsError(
+            f"{len(missing)} planned episode(s) have no valid record: {_listing(missing)}; "
+            "run the shard again with the same --out to finish it (or pass --partial)"
+        )
+    extra = sorted(set(merged) - planned)
+    for key in extra:  # results of a larger earlier run in the same folder
+        del merged[key]
+    records = [merged[k] for k in sorted(merged)]
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with open(out_dir / "episodes.jsonl", "w", encoding="utf-8") as f:
+        for record in records:
+            f.write(json.dumps(record, ensure_ascii=False, sort_keys=True) + "\n")
+    run = dict(folders[0].run)
+    run["plan"] = {**plans[0], "shard": None, "keys": sorted(planned),
+                   "episodes": total if total is not None else len(planned)}
+    run["merged_from"] = [
+        {"path": str(f.path), "shard": list(f.shard) if f.shard else None,
+         "episodes": len(f.records), "git": f.run.get("git"), "started": f.run.get("started"),
+         "hardware": f.run.get("hardware")}
+        for f in folders
+    ]
+    # with shards not given, their keys are unknown here: the plan's count says how many
+    count = (total if total is not None else len(planned)) - len(records)
+    if missing or absent:
+        run["missing"] = missing
+        run["partial"] = {"absent_shards": [int(i) for i in absent], "missing_episodes": count}
+    write_json_atomic(out_dir / "run.json", run)
+    summary = summarize(records)
+    summary["provenance"] = provenance_for_summary(run)
+    if missing or absent:
+        summary["missing_episodes"] = count
+    write_json_atomic(out_dir / "summary.json", summary)
+    return MergeReport(out_dir, summary, len(records), warnings, missing,
+                       count if missing or absent else 0, [int(i) for i in absent])
+
+
+def provenance_for_summary(run: Mapping[str, Any]) -> dict[str, Any]:
+    """Return run.json's provenance for summary.json (the plan's key list left out)."""
+    provenance = {k: v for k, v in run.items() if k != "plan"}
+    plan = dict(run.get("plan") or {})
+    plan.pop("keys", None)
+    provenance["plan"] = plan
+    return provenance

@@ -1,0 +1,49 @@
+"""Model backends behind one interface (see :mod:`lumos_gym.models.base`).
+
+Every backend is registered in :data:`BACKENDS` by a lazy ``"module:attr"`` string, so that
+importing lumos-gym never imports torch, transformers, vLLM or an HTTP client:
+
+- ``hf``: a transformers model in this process, with optional peft adapters;
+- ``openai``: any OpenAI-compatible server (vLLM, llama.cpp, ``lumos-gym serve``);
+- ``vllm``: a vLLM engine in this process (the ``vllm`` extra; needs a GPU).
+"""
+
+from typing import Any
+
+from lumos_gym.errors import BackendError
+from lumos_gym.models.base import (
+    BACKENDS,
+    Backend,
+    BackendInfo,
+    Completion,
+    GenerationRequest,
+)
+
+BACKENDS.register("hf", "lumos_gym.models.hf:HFBackend")
+BACKENDS.register("openai", "lumos_gym.models.openai_backend:OpenAIBackend")
+BACKENDS.register("vllm", "lumos_gym.models.vllm_backend:VLLMBackend")
+
+
+def make_backend(name: str, /, *args: Any, **kwargs: Any) -> Backend:
+    """Build the backend registered under ``name`` with the given constructor arguments.
+
+    Raises:
+        RegistryError: no backend is registered under ``name`` (the message suggests one).
+        BackendError: the backend's module cannot be imported (a missing extra), or the
+            backend itself fails to start.
+    """
+    try:
+        cls = BACKENDS.get(name)
+    except ImportError as e:
+        raise BackendError(f"the {name!r} backend cannot be imported: {e}") from e
+    return cls(*args, **kwargs)
+
+
+__all__ = [
+    "BACKENDS",
+    "Backend",
+    "BackendInfo",
+    "Completion",
+    "GenerationRequest",
+    "make_backend",
+]

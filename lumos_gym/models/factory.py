@@ -1,0 +1,216 @@
+"""The one way lumos-gym builds backends: from a spec string, from options, or per agent role.
+
+Every caller (evaluation, the Ray workers, the ``QA`` tool, the LLM judge, conversion by a
+model) goes through :func:`build_backend`, which alone knows each backend's constructor
+arguments. :func:`backend_from_spec` reads a ``BACKEND:MODEL[@BASE_URL]`` string;
+:func:`build_backends` builds one backend per distinct model of an agent's roles.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from lumos_gym.errors import BackendError, ModelSpecError
+from lumos_gym.models.base import BACKENDS, Backend
+from lumos_gym.models.sources import split_model_name
+
+#: The model each backend uses when none is named.
+DEFAULT_MODELS: dict[str, str | None] = {"hf": "smollm2-135m", "openai": None, "vllm": None}
+
+
+def backend_class(name: str) -> type[Backend]:
+    """The backend class registered under ``name``.
+
+    Raises:
+        RegistryError: no backend is registered under ``name`` (the message suggests one).
+        BackendError: the backend's module cannot be imported (a missing extra).
+    """
+    try:
+        return BACKENDS.get(name)
+    except ImportError as e:
+        raise BackendError(f"the {name!r} backend cannot be imported: {e}") from e
+
+
+def build_backend(
+    backend: str,
+    model: str,
+    *,
+    adapters: dict[str, str] | None = None,
+    base_url: str | None = None,
+    batch_size: int = 8,
+    **options: Any,
+) -> Backend:
+    """Build one backend: ``hf``, ``openai``, ``vllm`` or any registered one.
+
+    Args:
+        backend: the registered backend name.
+        model: the model (an alias, a folder, a hub id, or the served name for ``openai``).
+        adapters: adapter name → peft folder (``hf``, ``vllm``).
+        base_url: the server of the ``openai`` backend.
+        batch_size: the most requests one call completes at once (``hf``) or keeps in flight
+            (``openai``).
+        options: further constructor arguments (``device``, ``dtype``...).
+
+    Raises:
+        ModelSpecError: adapters for a served model, or ``openai`` without a URL.
+        BackendError: the backend cannot be imported or fails to start.
+    """
+    cls = backend_class(backend)
+    if backend == "openai":
+        if adapters:
+            raise ModelSpecError(
+                "the openai backend cannot apply adapters; serve the adapted model instead "
+                "(lumos-gym serve --model BASE --adapter PATH)"
+            )
+        if not base_url:
+            raise ModelSpecError("the openai backend needs --base-url")
+        return cls(model, base_url=base_url, max_concurrency=batch_size, **options)
+    if backend == "hf":
+        return cls(model, adapters=adapters or None, batch_size=batch_size, **options)
+    if adapters:
+        options["adapters"] = adapters
+    return cls(model, **options)
+
+
+def backend_from_spec(spec: str, *, batch_size: int = 8) -> Backend:
+    """Build a backend from a spec ``BACKEND:MODEL[@BASE_URL]``.
+
+    Examples: ``hf:smollm2-135m``, ``openai:my-model@http://127.0.0.1:8000/v1``,
+    ``vllm:path/to/model``.
+
+    Raises:
+        ModelSpecError: a malformed spec.
+    """
+    backend, sep, rest = spec.partition(":")
+    model, _, base_url = rest.partition("@")
+    if not sep or not model:
+        raise ModelSpecError(f"expected BACKEND:MODEL[@BASE_URL], got {spec!r}")
+    if backend == "openai" and not base_url:
+        raise ModelSpecError("an openai backend spec needs @BASE_URL")
+    return build_backend(backend, model, base_url=base_url or None, batch_size=batch_size)
+
+
+@dataclass
+class ModelOptions:
+    """How to build an agent's models.
+
+    Attributes:
+        backend: ``hf``, ``openai`` or ``vllm``.
+        model: the model of every role (a hub id, a local folder, ``smollm2-135m``, or the
+            served name for ``openai``); the backend's default when None.
+        planner: the planner's model, overriding ``model``.
+        grounder: the grounder's model, overriding ``model``.
+        adapters: role → peft adapter folder; the role ``*`` applies to every role.
+        base_url: the server of the ``openai`` backend.
+        batch_size: the most requests one backend call completes at once (``hf``/``vllm``) or
+            keeps in flight (``openai``).
+        options: further backend constructor arguments (``device``, ``dtype``...).
+        reference: use the reference adapters shipped for the agent (see
+            :mod:`lumos_gym.models.reference`) when no model, role model or adapter is named.
+    """
+
+    backend: str = "hf"
+    model: str | None = None
+    planner: str | None = None
+    grounder: str | None = None
+    adapters: dict[str, str] = field(default_factory=dict)
+    base_url: str | None = None
+    batch_size: int = 8
+    options: dict[str, Any] = field(default_factory=dict)
+    reference: bool = True
+
+    def names_a_model(self) -> bool:
+        """Whether the user named any model or adapter (then no reference adapter applies)."""
+        return bool(self.model or self.planner or self.grounder or self.adapters)
+
+    def model_for(self, role: str) -> str:
+        """Return the model name of ``role``.
+
+        Raises:
+            ModelSpecError: the backend has no default model and none is named.
+        """
+        named = {"planner": self.planner, "grounder": self.grounder}.get(role)
+        chosen = named or self.model or DEFAULT_MODELS.get(self.backend)
+        if not chosen:
+            raise ModelSpecError(f"the {self.backend} backend needs --model (or --{role})")
+        return chosen
+
+    def adapter_for(self, role: str) -> str | None:
+        """Return the adapter of ``role``, if any."""
+        return self.adapters.get(role) or self.adapters.get("*")
+
+
+class BackendSet(dict):
+    """Role → backend, plus the loaded backends that adapter views share.
+
+    ``close()`` closes every backend once, the shared ones included (a view's own ``close``
+    leaves the weights it borrows alone).
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.owned: list[Backend] = []
+
+    def close(self) -> None:
+        """Close every distinct backend once."""
+        seen: set[int] = set()
+        for backend in [*self.values(), *self.owned]:
+            if id(backend) not in seen:
+                seen.add(id(backend))
+                backend.close()
+
+
+def role_model(options: ModelOptions, role: str) -> tuple[str, str | None]:
+    """The model and adapter of ``role``; a LoRA output folder stands for its base + itself.
+
+    Raises:
+        ModelSpecError: an adapter folder given both as the role's model and as ``--adapter``.
+    """
+    model, adapter = options.model_for(role), options.adapter_for(role)
+    if options.backend in ("hf", "vllm"):
+        base, folder = split_model_name(model)
+        if folder is not None:
+            if adapter:
+                raise ModelSpecError(
+                    f"{model!r} is an adapter folder (its base is {base!r}); give it as the "
+                    f"{role}'s model or as --adapter, not both"
+                )
+            return base, folder
+    return model, adapter
+
+
+def build_backends(roles: Sequence[str], options: ModelOptions) -> BackendSet:
+    """Build one backend per distinct model and map each role to it (or to an adapter view).
+
+    Roles that use the same model without adapters share one backend object, so the runner
+    batches their requests together. Fails fast (before any episode) on a bad model name,
+    a missing adapter or an unreachable server.
+    """
+    by_model: dict[str, list[str]] = {}
+    role_adapters: dict[str, str] = {}
+    for role in roles:
+        model, adapter = role_model(options, role)
+        by_model.setdefault(model, []).append(role)
+        if adapter:
+            role_adapters[role] = adapter
+    backends = BackendSet()
+    try:
+        for model, model_roles in by_model.items():
+            adapters = {r: role_adapters[r] for r in model_roles if r in role_adapters}
+            base = build_backend(
+                options.backend, model, adapters=adapters, base_url=options.base_url,
+                batch_size=options.batch_size, **options.options,
+            )  # fmt: skip
+            backends.owned.append(base)
+            for role in model_roles:
+                if not adapters:
+                    backends[role] = base
+                else:  # hf and vllm give views that share the loaded weights
+                    name = role if role in adapters else None
+                    backends[role] = base.with_adapter(name)  # type: ignore[attr-defined]
+    except BaseException:
+        backends.close()
+        raise
+    return backends

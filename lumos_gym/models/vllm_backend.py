@@ -1,0 +1,301 @@
+"""The ``vllm`` backend: a vLLM engine in this process (an optional extra; needs a GPU).
+
+vLLM is imported only when :class:`VLLMBackend` is built, so ``import lumos_gym`` never needs it.
+Raw ``prompt`` requests are tokenized here without special tokens, as the ``hf`` backend does,
+and sent as token ids; chat ``messages`` requests go through ``LLM.chat`` and the model's chat
+template. LoRA adapters ride along as vLLM ``LoRARequest`` objects, several on one engine:
+:meth:`VLLMBackend.with_adapter` returns a view that generates with one of them.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from lumos_gym.errors import BackendError
+from lumos_gym.models.base import (
+    Backend,
+    BackendInfo,
+    Completion,
+    GenerationRequest,
+    StopReason,
+)
+
+INSTALL = "pip install 'lumos-gym[vllm]'"
+"""The command that installs vLLM for lumos-gym."""
+
+_TRAILING_END_MARKER = re.compile(r"</s>\s*$")
+
+
+def import_vllm() -> Any:
+    """Import and return the ``vllm`` module.
+
+    Raises:
+        BackendError: vLLM is not installed (or cannot be imported); the message holds the
+            install command.
+    """
+    try:
+        import vllm
+    except ImportError as e:
+        raise BackendError(
+            f"the 'vllm' backend needs vLLM, which is not installed ({e}); install it with:"
+            f" {INSTALL} (vLLM needs a CUDA GPU; on a CPU use the 'hf' backend)"
+        ) from e
+    return vllm
+
+
+class _Engine:
+    """The vLLM engine, tokenizer and adapters that a :class:`VLLMBackend` and its views share."""
+
+    def __init__(self, llm: Any, model_id: str, loras: Mapping[str, Any], max_context: int) -> None:
+        self.llm = llm
+        self.model_id = model_id
+        self.tokenizer = llm.get_tokenizer()
+        self.loras = dict(loras)
+        self.max_context = max_context
+        self.closed = False
+
+
+class VLLMBackend(Backend):
+    """A model run by vLLM in this process.
+
+    Args:
+        model: a hub id, a local folder, or an alias of the ``hf`` backend (``smollm2-135m``,
+            whose safetensors cache is built on first use).
+        adapter: a LoRA adapter folder, active in this backend (loaded as ``"default"``).
+        adapters: more LoRA adapters by name, for :meth:`with_adapter`.
+        dtype: vLLM's dtype (``"auto"``, ``"bfloat16"``, ``"float16"``...).
+        max_context: the longest prompt plus completion (vLLM's ``max_model_len``); by default
+            the model's.
+        seed: the engine's seed.
+        gpu_memory_utilization: the share of GPU memory vLLM may take.
+        tensor_parallel_size: GPUs to shard the model over.
+        max_lora_rank: the largest LoRA rank the engine accepts.
+        engine_options: further ``vllm.LLM`` arguments.
+
+    Raises:
+        BackendError: vLLM is not installed, or an adapter folder is missing.
+    """
+
+    name = "vllm"
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        adapter: str | os.PathLike[str] | None = None,
+        adapters: Mapping[str, str | os.PathLike[str]] | None = None,
+        dtype: str = "auto",
+        max_context: int | None = None,
+        seed: int = 0,
+        gpu_memory_utilization: float = 0.9,
+        tensor_parallel_size: int = 1,
+        max_lora_rank: int = 64,
+        **engine_options: Any,
+    ) -> None:
+        vllm = import_vllm()
+        named = _adapter_folders(adapter, adapters)
+        options: dict[str, Any] = {
+            "model": _model_path(model),
+            "dtype": dtype,
+            "seed": seed,
+            "gpu_memory_utilization": gpu_memory_utilization,
+            "tensor_parallel_size": tensor_parallel_size,
+            **engine_options,
+        }
+        if max_context is not None:
+            options["max_model_len"] = max_context
+        if named:
+            options.update(enable_lora=True, max_lora_rank=max_lora_rank, max_loras=len(named))
+        llm = vllm.LLM(**options)
+        from vllm.lora.request import LoRARequest
+
+        loras = {
+            name: LoRARequest(name, index, str(path))
+            for index, (name, path) in enumerate(named.items(), start=1)
+        }
+        self._engine = _Engine(llm, model, loras, max_context or _engine_max_len(llm))
+        self._adapter = "default" if adapter is not None else None
+        self._owner = True
+
+    def with_adapter(self, name: str | None) -> VLLMBackend:
+        """A backend on the same engine that generates with LoRA adapter ``name`` (``None``: none).
+
+        Raises:
+            BackendError: no adapter is loaded under ``name``.
+        """
+        if name is not None and name not in self._engine.loras:
+            known = ", ".join(map(repr, self._engine.loras)) or "none"
+            raise BackendError(f"no adapter named {name!r} is loaded; loaded adapters: {known}")
+        view = object.__new__(VLLMBackend)
+        view._engine = self._engine
+        view._adapter = name
+        view._owner = False
+        return view
+
+    def generate(self, requests: Sequence[GenerationRequest]) -> list[Completion]:
+        """Complete every request; the i-th completion answers the i-th request.
+
+        Raises:
+            BackendError: the backend is closed.
+        """
+        engine = self._engine
+        if engine.closed:
+            raise BackendError(f"the vllm backend of {engine.model_id!r} is closed")
+        results: list[Completion | None] = [None] * len(requests)
+        raw: dict[int, list[int]] = {}
+        chat: dict[int, GenerationRequest] = {}
+        for i, request in enumerate(requests):
+            checked = self._check(request)
+            if isinstance(checked, Completion):
+                results[i] = checked
+            elif request.messages is None:
+                raw[i] = checked
+            else:
+                chat[i] = request
+        self._run_raw(requests, raw, results)
+        self._run_chat(requests, chat, results)
+        return results  # type: ignore[return-value]  # every index was filled above
+
+    def info(self) -> BackendInfo:
+        """Describe the model and adapters for provenance."""
+        engine = self._engine
+        details = {
+            "adapter": self._adapter,
+            "adapters": {name: lora.lora_path for name, lora in engine.loras.items()},
+            "max_context": engine.max_context,
+        }
+        return BackendInfo(backend=self.name, model_id=engine.model_id, details=details)
+
+    def close(self) -> None:
+        """Drop the engine (only the backend that built it does). Idempotent."""
+        if self._owner and not self._engine.closed:
+            self._engine.closed = True
+            self._engine.llm = None
+
+    # -- helpers -------------------------------------------------------------------------------
+
+    def _check(self, request: GenerationRequest) -> list[int] | Completion:
+        """The prompt's token ids, or an error completion when it does not fit the context."""
+        tokenizer = self._engine.tokenizer
+        if request.messages is not None:
+            if not getattr(tokenizer, "chat_template", None):
+                return self._error(f"model {self._engine.model_id!r} has no chat template")
+            text = tokenizer.apply_chat_template(
+                [dict(m) for m in request.messages], tokenize=False, add_generation_prompt=True
+            )
+        else:
+            text = request.prompt or ""
+        ids = tokenizer.encode(text, add_special_tokens=False)
+        if len(ids) + request.max_new_tokens > self._engine.max_context:
+            return self._error(
+                f"the prompt ({len(ids)} tokens) plus max_new_tokens ({request.max_new_tokens})"
+                f" exceeds the context length of {self._engine.model_id!r}"
+                f" ({self._engine.max_context} tokens)"
+            )
+        return ids
+
+    def _run_raw(
+        self,
+        requests: Sequence[GenerationRequest],
+        raw: Mapping[int, list[int]],
+        results: list[Completion | None],
+    ) -> None:
+        if not raw:
+            return
+        prompts = [{"prompt_token_ids": ids} for ids in raw.values()]
+        params = [self._sampling(requests[i]) for i in raw]
+        self._fill(list(raw), requests, results, self._engine.llm.generate, prompts, params)
+
+    def _run_chat(
+        self,
+        requests: Sequence[GenerationRequest],
+        chat: Mapping[int, GenerationRequest],
+        results: list[Completion | None],
+    ) -> None:
+        if not chat:
+            return
+        conversations = [[dict(m) for m in r.messages or ()] for r in chat.values()]
+        params = [self._sampling(r) for r in chat.values()]
+        self._fill(list(chat), requests, results, self._engine.llm.chat, conversations, params)
+
+    def _fill(
+        self,
+        indices: list[int],
+        requests: Sequence[GenerationRequest],
+        results: list[Completion | None],
+        call: Any,
+        inputs: list[Any],
+        params: list[Any],
+    ) -> None:
+        """Run one vLLM call; a refused batch makes an error completion of each request."""
+        lora = self._engine.loras.get(self._adapter) if self._adapter else None
+        try:
+            outputs = call(inputs, params, use_tqdm=False, lora_request=lora)
+        except ValueError as e:  # vLLM's way of refusing a request (too long, bad template)
+            for i in indices:
+                results[i] = self._error(f"vLLM refused the batch: {e}")
+            return
+        for i, output in zip(indices, outputs, strict=True):
+            results[i] = self._completion(output, requests[i].stop)
+
+    def _sampling(self, request: GenerationRequest) -> Any:
+        from vllm import SamplingParams
+
+        return SamplingParams(
+            max_tokens=request.max_new_tokens,
+            temperature=request.temperature,
+            stop=list(request.stop) or None,
+            seed=request.seed,
+        )
+
+    def _completion(self, output: Any, stop: Sequence[str]) -> Completion:
+        choice = output.outputs[0]
+        text = _TRAILING_END_MARKER.sub("", choice.text)
+        reason: StopReason = "length" if choice.finish_reason == "length" else "stop"
+        return Completion(
+            text=text,
+            stop_reason=reason,
+            input_tokens=len(output.prompt_token_ids or ()),
+            output_tokens=len(choice.token_ids),
+            model_id=self._engine.model_id,
+        )
+
+    def _error(self, message: str) -> Completion:
+        return Completion(
+            text="", stop_reason="error", model_id=self._engine.model_id, error=message
+        )
+
+
+def _adapter_folders(
+    adapter: str | os.PathLike[str] | None,
+    adapters: Mapping[str, str | os.PathLike[str]] | None,
+) -> dict[str, Path]:
+    named = {"default": adapter} if adapter is not None else {}
+    named.update(adapters or {})
+    folders: dict[str, Path] = {}
+    for name, path in named.items():
+        folder = Path(path).expanduser()
+        if not (folder / "adapter_config.json").is_file():
+            raise BackendError(
+                f"adapter {name!r}: {str(folder)!r} is not a peft adapter folder"
+                " (no adapter_config.json)"
+            )
+        folders[name] = folder
+    return folders
+
+
+def _model_path(model: str) -> str:
+    """Map an alias of the ``hf`` backend to its safetensors cache; other names pass through."""
+    from lumos_gym.models.hf import ALIASES, ensure_alias_cache
+
+    return str(ensure_alias_cache(model)) if model in ALIASES else model
+
+
+def _engine_max_len(llm: Any) -> int:
+    """The engine's ``max_model_len``, read from its model config."""
+    config = getattr(getattr(llm, "llm_engine", None), "model_config", None)
+    return int(getattr(config, "max_model_len", 0) or 2**31 - 1)

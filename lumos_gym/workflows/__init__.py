@@ -1,0 +1,1 @@
+"""Workflows that call the layers below: ``reproduce`` and ``play``."""
