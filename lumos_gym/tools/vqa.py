@@ -164,13 +164,7 @@ class VQA(Tool):
         if self.backend == "reference":
             answer = self._from_reference(raw_question, question, ctx)
         elif self.backend == "scene":
-            reader = getattr(source, "reader", None)
-            if not isinstance(reader, PictureReader):
-                raise ToolError(
-                    "the VQA 'scene' backend reads generated pictures (lumos/Scenes-v0); this "
-                    "env's images come with no picture reader: use the 'hf' backend"
-                )
-            answer = reader.answer(self._reading(source, reader, ctx), question)
+            answer = self._read_picture(source, question, ctx)
         else:
             image = source.image()  # an unusable image is reported before any model loads
             answer = self._vision_model().answer(image, question, self)
@@ -223,13 +217,19 @@ class VQA(Tool):
         return answer
 
     @staticmethod
-    def _reading(source: ImageSource, reader: PictureReader, ctx: ToolContext) -> Any:
-        """Read the episode's image once; later questions reuse the reading."""
-        image = source.image()
+    def _read_picture(source: ImageSource, question: str, ctx: ToolContext) -> str:
+        """Answer with the env's picture reader, reading the image once per episode."""
+        image = source.image()  # an unusable image is reported first
+        reader = getattr(source, "reader", None)
+        if not isinstance(reader, PictureReader):
+            raise ToolError(
+                "the VQA 'scene' backend reads generated pictures (lumos/Scenes-v0); this "
+                "env's images come with no picture reader: use the 'hf' backend"
+            )
         cache = ctx.state.setdefault("VQA:scene", {})
         if cache.get("image") is not image:
             cache["image"], cache["reading"] = image, reader.read(image)
-        return cache["reading"]
+        return reader.answer(cache["reading"], question)
 
     def _vision_key(self) -> tuple[str, str, str | None]:
         return str(self.model), self.device, self.dtype
