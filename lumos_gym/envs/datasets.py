@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from lumos_gym.envs.sources import file_sha256
 from lumos_gym.errors import DataError
 from lumos_gym.jsonl import cache_root
 from lumos_gym.registry import Registry
@@ -215,8 +216,6 @@ def download(
         dest = folder / data_file.filename
         expected = data_file.sha256 or checksums.get(data_file.filename)
         if dest.is_file() and not force:
-            from lumos_gym.envs.sources import file_sha256
-
             actual = file_sha256(dest)
             if expected and actual != expected:
                 raise DataError(

@@ -290,7 +290,10 @@ def _adapter_folders(
 
 def _model_path(model: str) -> str:
     """Map an alias of the ``hf`` backend to its safetensors cache; other names pass through."""
-    from lumos_gym.models.hf import ALIASES, ensure_alias_cache
+    from lumos_gym.models.hf import (  # heavy: torch and transformers, for an alias only
+        ALIASES,
+        ensure_alias_cache,
+    )
 
     return str(ensure_alias_cache(model)) if model in ALIASES else model
 

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, overload
 
 from lumos_gym.errors import DataError
 from lumos_gym.retrieval.documents import Document
+from lumos_gym.retrieval.wikipedia import WikipediaAPI
 
 if TYPE_CHECKING:
     from lumos_gym.retrieval.wikipedia import WikipediaAPI
@@ -271,7 +272,6 @@ def resolve_corpus(
             return documents if isinstance(documents, Corpus) else Corpus(documents, name="task")
         if spec == "wiki":
             return wiki_summaries()
-        from lumos_gym.retrieval.wikipedia import WikipediaAPI
 
         return WikipediaAPI()
     if isinstance(spec, (str, os.PathLike)):

@@ -35,6 +35,10 @@ import numpy as np
 
 from lumos_gym.actions import Action
 from lumos_gym.errors import BackendError, ToolError
+from lumos_gym.retrieval.bm25 import get_index
+from lumos_gym.retrieval.corpus import Corpus
+from lumos_gym.retrieval.documents import Document
+from lumos_gym.retrieval.embed import load_embedder
 from lumos_gym.tools.base import Tool, ToolContext, ToolResult, ToolSpec
 
 if TYPE_CHECKING:
@@ -164,8 +168,6 @@ class EmbedRanker:
         self, query: str, previous_actions: Sequence[str], candidates: Sequence[Element]
     ) -> np.ndarray:
         """Return the cosine similarity of each candidate's text with the query."""
-        from lumos_gym.retrieval.embed import load_embedder
-
         embedder = self.embedder if self.embedder is not None else load_embedder(self.model)
         text = _ranking_input(query, previous_actions, self.query_format)
         vectors = embedder.encode([text] + [c.ranking_text for c in candidates])
@@ -179,10 +181,6 @@ class BM25Ranker:
         self, query: str, previous_actions: Sequence[str], candidates: Sequence[Element]
     ) -> np.ndarray:
         """Return the BM25 score of each candidate's text for the query."""
-        from lumos_gym.retrieval.bm25 import get_index
-        from lumos_gym.retrieval.corpus import Corpus
-        from lumos_gym.retrieval.documents import Document
-
         documents = [Document("", c.ranking_text, id=str(i)) for i, c in enumerate(candidates)]
         return np.asarray(get_index(Corpus(documents, name="page")).scores(query), dtype=float)
 

@@ -28,8 +28,11 @@ import numpy as np
 
 from lumos_gym.actions import Action, split_list, substitute
 from lumos_gym.errors import DataError, ToolError
+from lumos_gym.retrieval.bm25 import BM25Index, get_index
 from lumos_gym.retrieval.corpus import CORPUS_NAMES, Corpus, resolve_corpus, wiki_summaries_path
 from lumos_gym.retrieval.documents import Document
+from lumos_gym.retrieval.embed import load_embedder
+from lumos_gym.retrieval.wikipedia import WikipediaAPI
 from lumos_gym.tools.base import (
     Tool,
     ToolContext,
@@ -121,8 +124,6 @@ class _CorpusSearcher:
     """BM25 over a corpus, with an exact title match promoted to the first place."""
 
     def __init__(self, corpus: Corpus) -> None:
-        from lumos_gym.retrieval.bm25 import get_index
-
         self.corpus = corpus
         self.index = get_index(corpus)
 
@@ -209,8 +210,6 @@ class KnowledgeQuery(Tool):
             if self._searcher is None:
                 try:
                     if self.corpus == "wikipedia":
-                        from lumos_gym.retrieval.wikipedia import WikipediaAPI
-
                         self._searcher = WikipediaAPI(timeout=self.timeout)
                     else:
                         resolved = resolve_corpus(self.corpus)  # type: ignore[arg-type]
@@ -322,8 +321,6 @@ class ParagraphRetrieve(Tool):
 
     def _load_embedder(self) -> Any:
         if self._embedder is None and self.backend == "embed":
-            from lumos_gym.retrieval.embed import load_embedder
-
             try:
                 self._embedder = load_embedder(self.model)
             except (DataError, OSError, ImportError) as e:
@@ -342,7 +339,6 @@ class ParagraphRetrieve(Tool):
         if embedder is not None:
             vectors = embedder.encode([query, *lines])
             return vectors[1:] @ vectors[0]
-        from lumos_gym.retrieval.bm25 import BM25Index
 
         corpus = Corpus(
             [Document(title="", text=line, id=str(i)) for i, line in enumerate(lines)],

@@ -42,6 +42,8 @@ import numpy as np
 
 from lumos_gym.actions import Action, split_list
 from lumos_gym.errors import DataError, ToolError
+from lumos_gym.retrieval.bm25 import tokenize
+from lumos_gym.retrieval.embed import load_embedder
 from lumos_gym.tools.base import (
     Tool,
     ToolContext,
@@ -80,8 +82,6 @@ def lexical_scores(query: str, texts: Sequence[str]) -> np.ndarray:
     Texts are tokenised as the shop's search index tokenises them (lower case, English
     stopwords dropped, Porter 2 stems), and scored with BM25's Lucene form (k1 1.5, b 0.75).
     """
-    from lumos_gym.retrieval.bm25 import tokenize
-
     if not texts:
         return np.zeros(0)
     tokens = tokenize([query, *texts])
@@ -130,8 +130,6 @@ class _Ranker:
 
     def _load(self) -> Any:
         if self._embedder is None and self.backend == "embed":
-            from lumos_gym.retrieval.embed import load_embedder
-
             try:
                 self._embedder = load_embedder(self.model)
             except (DataError, OSError, ImportError) as e:

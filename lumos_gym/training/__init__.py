@@ -8,12 +8,6 @@ and peft are imported only when a run starts.
 """
 
 from lumos_gym.training.config import RECIPES, TrainConfig, TrainingError, config_from_recipe
+from lumos_gym.training.trainer import train
 
 __all__ = ["RECIPES", "TrainConfig", "TrainingError", "config_from_recipe", "train"]
-
-
-def train(config: TrainConfig):  # noqa: ANN201 - re-exported lazily
-    """Run :func:`lumos_gym.training.trainer.train` (imports torch on first use)."""
-    from lumos_gym.training.trainer import train as run
-
-    return run(config)

@@ -16,7 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from lumos_gym import __version__
 from lumos_gym.errors import LumosGymError
+from lumos_gym.jsonl import write_json_atomic
 
 CONFIG_FILE = "lumos_train_config.json"
 """The name of the saved config in a run's output folder."""
@@ -160,8 +162,6 @@ class TrainConfig:
 
     def to_dict(self) -> dict[str, Any]:
         """The config as JSON-ready data, stamped with the lumos-gym version."""
-        from lumos_gym import __version__
-
         data = dataclasses.asdict(self)
         data["lora_targets"] = list(self.lora_targets)
         data["lumos_gym_version"] = __version__
@@ -169,8 +169,6 @@ class TrainConfig:
 
     def save(self, folder: str | Path) -> Path:
         """Write the config to ``folder/lumos_train_config.json`` atomically."""
-        from lumos_gym.jsonl import write_json_atomic
-
         path = Path(folder) / CONFIG_FILE
         write_json_atomic(path, self.to_dict())
         return path

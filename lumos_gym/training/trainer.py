@@ -29,7 +29,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from lumos_gym import __version__
 from lumos_gym.errors import BackendError
+from lumos_gym.jsonl import publish_folder, write_json_atomic
 from lumos_gym.training.config import CONFIG_FILE, TrainConfig, TrainingError
 from lumos_gym.training.data import (
     EncodeStats,
@@ -133,7 +135,7 @@ def load_base(name: str) -> tuple[Any, Any, Any]:
     """
     import torch
 
-    from lumos_gym.models import hf
+    from lumos_gym.models import hf  # heavy: torch and transformers
 
     try:
         source = hf.resolve_model(name)
@@ -217,7 +219,7 @@ def _attach_lora(model: Any, config: TrainConfig) -> Any:
     except ImportError as e:  # pragma: no cover - peft is in the hf extra
         raise TrainingError("LoRA needs peft: pip install 'lumos-gym[hf]'") from e
     if config.init_adapter:
-        from lumos_gym.models.hf import (
+        from lumos_gym.models.hf import (  # heavy: torch and transformers
             adapter_base_name,
             check_adapter_folder,
             quiet_peft_deprecations,
@@ -251,7 +253,7 @@ def _attach_lora(model: Any, config: TrainConfig) -> Any:
         target_modules=targets,
         task_type="CAUSAL_LM",
     )
-    from lumos_gym.models.hf import quiet_peft_deprecations
+    from lumos_gym.models.hf import quiet_peft_deprecations  # heavy: torch and transformers
 
     with quiet_peft_deprecations():
         return get_peft_model(model, lora)
@@ -387,7 +389,7 @@ def build_trainer(prepared: Prepared) -> Any:
     """The ``transformers.Trainer`` over the prepared examples."""
     from transformers import Trainer
 
-    from lumos_gym.training.collate import (
+    from lumos_gym.training.collate import (  # heavy: torch
         PackedCollator,
         PaddedCollator,
         RowDataset,
@@ -423,8 +425,6 @@ def name_adapter_base(out: Path, base_model: str) -> None:
     It is the name the run was given (an alias, hub id or folder), so that
     ``evaluate --planner OUT`` loads the same model.
     """
-    from lumos_gym.jsonl import write_json_atomic
-
     path = out / "adapter_config.json"
     data = json.loads(path.read_text(encoding="utf-8"))
     data["base_model_name_or_path"] = base_model
@@ -449,8 +449,10 @@ def merge_adapter(adapter: str | Path, out: str | Path, *, dtype: str = "bf16") 
     """
     from peft import PeftModel
 
-    from lumos_gym.jsonl import publish_folder
-    from lumos_gym.models.hf import adapter_base_name, check_adapter_folder
+    from lumos_gym.models.hf import (  # heavy: torch and transformers
+        adapter_base_name,
+        check_adapter_folder,
+    )
 
     folder = check_adapter_folder("merge", adapter)
     base_name = adapter_base_name(folder)
@@ -491,9 +493,6 @@ def _tokens_before(prepared: Prepared) -> int:
 def finish(prepared: Prepared, trainer: Any, seconds: float) -> TrainResult:
     """Save the final adapter or model, the merged copy if asked, and the run report."""
     import torch
-
-    from lumos_gym import __version__
-    from lumos_gym.jsonl import write_json_atomic
 
     config = prepared.config
     out = Path(config.out)
@@ -555,8 +554,6 @@ def train(config: TrainConfig) -> TrainResult:
     # every rank has checked the folder (prepare) before the main one marks it as in use
     trainer.accelerator.wait_for_everyone()
     if trainer.is_world_process_zero():
-        from lumos_gym.jsonl import write_json_atomic
-
         out.mkdir(parents=True, exist_ok=True)
         config.save(out)
         write_json_atomic(out / DATA_FILE, prepared.fingerprint)

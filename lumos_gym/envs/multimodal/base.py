@@ -35,6 +35,7 @@ import numpy as np
 from gymnasium import spaces
 
 from lumos_gym.envs.base import EpisodeSession, EpisodeState, LumosEnv
+from lumos_gym.envs.multimodal import data
 from lumos_gym.envs.sources import FileSource, TaskSource
 from lumos_gym.envs.tasks import Task
 from lumos_gym.errors import DataError, LumosGymError, ToolError
@@ -422,8 +423,6 @@ class VQADatasetEnv(MultimodalEnv):
         source: str | Path | None = None,
         **options: Any,
     ) -> None:
-        from lumos_gym.envs.multimodal import data
-
         if source not in (None, "official"):  # source=FILE, as the text envs take it
             if path is not None and str(path) != str(source):
                 raise LumosGymError(f"give source= or path=, not both ({source!r}, {path!r})")

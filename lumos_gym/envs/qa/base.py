@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from lumos_gym.envs.base import LumosEnv
+from lumos_gym.envs.qa.data import qa_source
 from lumos_gym.envs.sources import TaskSource
 from lumos_gym.envs.tasks import Task
 from lumos_gym.errors import DataError, LumosGymError
@@ -224,8 +225,6 @@ class QADatasetEnv(QAEnv):
         paragraphs: str | Path | None = None,
         **options: Any,
     ) -> None:
-        from lumos_gym.envs.qa.data import qa_source
-
         tasks = options.pop("tasks", None)
         if tasks is None:
             tasks = qa_source(

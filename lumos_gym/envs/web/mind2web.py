@@ -37,6 +37,7 @@ from lumos_gym.envs import datasets as data
 from lumos_gym.envs.base import EpisodeSession, LumosEnv
 from lumos_gym.envs.sources import GeneratedSource, TaskSource
 from lumos_gym.envs.tasks import Task
+from lumos_gym.envs.web import mind2web_record
 from lumos_gym.envs.web.mind2web_data import (
     MAX_CANDIDATES,
     SPLITS,
@@ -103,8 +104,6 @@ def mind2web_source(
             shown_path=f"lumos_gym/envs/data/{_BUNDLED_FOLDER}/{chosen}",
         )
     if source == "record":
-        from lumos_gym.envs.web import mind2web_record
-
         chosen = split or BUNDLED_SPLIT
 
         def generate() -> list[Task]:

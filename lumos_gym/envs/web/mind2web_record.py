@@ -47,8 +47,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlencode, urljoin, urlsplit, urlunsplit
 
+from lumos_gym.envs import datasets as data
 from lumos_gym.envs.tasks import Task
 from lumos_gym.envs.web.mind2web_data import load_mind2web
+from lumos_gym.envs.web.shop.catalog import asin_split, generate_catalog
 from lumos_gym.errors import LumosGymError
 
 if TYPE_CHECKING:
@@ -408,8 +410,7 @@ def make_goals(catalog: Catalog, split: str, num_tasks: int, seed: int) -> Itera
     (:func:`~lumos_gym.envs.web.shop.catalog.asin_split`), so the two share no target; products
     whose title another product shares are never targets.
     """
-    from lumos_gym.envs.web.shop.app import SORTS
-    from lumos_gym.envs.web.shop.catalog import asin_split
+    from lumos_gym.envs.web.shop.app import SORTS  # optional web extra: fastapi
 
     side = "train" if split == "train" else "test"
     titles = Counter(p.title.lower() for p in catalog)
@@ -572,8 +573,7 @@ def record_records(
 
 def _record_with_server(split: str, num_tasks: int, seed: int, num_products: int
                         ) -> list[dict[str, Any]]:
-    from lumos_gym.envs.web.shop.catalog import generate_catalog
-    from lumos_gym.envs.web.shop.server import ShopServer
+    from lumos_gym.envs.web.shop.server import ShopServer  # optional web extra: httpx
 
     catalog = generate_catalog(seed=CATALOG_SEED, num_products=num_products)
     with ShopServer(catalog) as server:
@@ -614,8 +614,6 @@ def record_tasks(
         num_products: the size of the shop's generated catalogue.
         cache: reuse an earlier recording of the same parameters.
     """
-    from lumos_gym.envs import datasets as data
-
     name = f"{split}-seed{seed}-n{num_tasks}-p{num_products}.json"
     path = data.cache_root() / "data" / "mind2web-shop" / split / name
     if not (cache and path.is_file()):

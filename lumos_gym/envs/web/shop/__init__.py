@@ -32,11 +32,11 @@ __all__ = [
 def __getattr__(name: str) -> object:
     """Import the server side (FastAPI, uvicorn, httpx) only when it is asked for."""
     if name in ("ShopServer", "ShopClient"):
-        from lumos_gym.envs.web.shop import server
+        from lumos_gym.envs.web.shop import server  # optional web extra: httpx
 
         return getattr(server, name)
     if name == "create_app":
-        from lumos_gym.envs.web.shop.app import create_app
+        from lumos_gym.envs.web.shop.app import create_app  # optional web extra: fastapi
 
         return create_app
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

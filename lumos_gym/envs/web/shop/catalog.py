@@ -33,6 +33,7 @@ from functools import cached_property
 from typing import Any
 
 from lumos_gym.errors import LumosGymError
+from lumos_gym.retrieval.bm25 import get_index
 from lumos_gym.retrieval.corpus import Corpus
 from lumos_gym.retrieval.documents import Document
 
@@ -167,8 +168,6 @@ class Catalog(Sequence[Product]):
 
     @cached_property
     def _index(self) -> Any:
-        from lumos_gym.retrieval.bm25 import get_index
-
         return get_index(self.corpus)
 
     def search(self, query: str, k: int = SEARCH_RETURN_N) -> list[Product]:

@@ -31,6 +31,7 @@ from lumos_gym.envs.tasks import Task
 from lumos_gym.envs.web.shop.catalog import Catalog, Product, asin_split
 from lumos_gym.errors import LumosGymError
 from lumos_gym.scoring.webshop import Goal, best_options, compute_reward
+from lumos_gym.tools.webshop import feature_candidates, rank_lexical
 
 __all__ = [
     "DEFAULT_SEARCH_TOP_K",
@@ -169,8 +170,6 @@ def expert_plan(
         The plan (reward 1.0 when replayed with the lexical ranker), or None when none of the
         results ``Search`` shows can earn the full reward.
     """
-    from lumos_gym.tools.webshop import feature_candidates, rank_lexical
-
     shown = catalog.search(goal.instruction)[:search_top_k]
     if not shown:
         return None

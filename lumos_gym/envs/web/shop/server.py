@@ -75,7 +75,7 @@ class ShopServer:
             return self
         import uvicorn
 
-        from lumos_gym.envs.web.shop.app import create_app
+        from lumos_gym.envs.web.shop.app import create_app  # optional web extra: fastapi
 
         app = create_app(self.catalog, show_attributes=self.show_attributes)
         # proto IPPROTO_TCP: asyncio then sets TCP_NODELAY on accepted connections; without it,
