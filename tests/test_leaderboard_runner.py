@@ -443,7 +443,7 @@ def test_adapter_checksums_cover_the_weights(tmp_path):
 def _suites_dir():
     from importlib import resources
 
-    return str(resources.files("lumos_gym").joinpath("suites")) + "/"
+    return str(resources.files("lumos_gym.leaderboard").joinpath("suites")) + "/"
 
 
 def test_provenance_paths_travel(tmp_path, monkeypatch):
