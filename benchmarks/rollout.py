@@ -18,7 +18,8 @@ import time
 import lumos_gym  # noqa: F401
 from lumos_gym.agents import make_agent
 from lumos_gym.agents.runner import Runner
-from lumos_gym.leaderboard.evaluate import SuiteEntry, episode_specs
+from lumos_gym.leaderboard.plan import episode_specs
+from lumos_gym.leaderboard.suites import SuiteEntry
 from lumos_gym.models.hf import HFBackend
 
 

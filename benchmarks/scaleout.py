@@ -26,14 +26,14 @@ import time
 from pathlib import Path
 
 from lumos_gym.agents.base import AgentConfig
-from lumos_gym.leaderboard.evaluate import ModelOptions, evaluate
-from lumos_gym.leaderboard.results import comparable
+from lumos_gym.leaderboard.evaluate import ModelOptions, RunConfig, evaluate
+from lumos_gym.leaderboard.results import comparable, read_episodes
 
 
 def episodes(folder: Path) -> list[tuple]:
-    rows = [json.loads(line) for line in (folder / "episodes.jsonl").open()]
+    rows, _ = read_episodes(folder / "episodes.jsonl")
     return sorted((r["key"], r["status"], r["reward"], r["prediction"],
-                   json.dumps(r["turns"], sort_keys=True)) for r in rows)
+                   json.dumps(r["turns"], sort_keys=True)) for r in rows.values())
 
 
 @contextlib.contextmanager
@@ -89,7 +89,7 @@ def main() -> None:
         common = {"envs": args.env, "suite": suite, "limit": args.limit, "models": models,
                   "agent_config": config, "progress": False}
         started = time.perf_counter()
-        local = evaluate(args.agent, out=out / "local", **common)
+        local = evaluate(RunConfig(args.agent, out=out / "local", **common))
         local_s = time.perf_counter() - started
 
         import ray
@@ -100,8 +100,8 @@ def main() -> None:
         init_s = time.perf_counter() - started
         try:
             started = time.perf_counter()
-            spread = evaluate(args.agent, out=out / "ray", ray=True, workers=args.workers,
-                              **common)
+            spread = evaluate(RunConfig(args.agent, out=out / "ray", ray=True,
+                                        workers=args.workers, **common))
             ray_s = time.perf_counter() - started
         finally:
             ray.shutdown()

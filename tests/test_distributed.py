@@ -15,14 +15,11 @@ from conftest import ScriptedBackend, served
 from lumos_gym.agents import make_agent
 from lumos_gym.agents.oracle import OracleAgent
 from lumos_gym.cli import main
-from lumos_gym.leaderboard.evaluate import (
-    EvaluationError,
-    ModelOptions,
-    evaluate,
-    plan_env,
-    suite_entries,
-)
+from lumos_gym.errors import EvaluationError
+from lumos_gym.leaderboard.evaluate import ModelOptions, RunConfig, evaluate
+from lumos_gym.leaderboard.plan import plan_env
 from lumos_gym.leaderboard.results import comparable
+from lumos_gym.leaderboard.suites import suite_entries
 
 ray = pytest.importorskip("ray")
 
@@ -115,9 +112,10 @@ def _half_right(request):
 
 def test_a_ray_run_equals_the_local_run(local_ray, tmp_path):
     envs = ["GSM8K-v0", "SVAMP-v0", "WebShop-v0"]
-    local = evaluate("oracle", envs=envs, limit=3, out=tmp_path / "local", progress=False)
-    spread = evaluate("oracle", envs=envs, limit=3, out=tmp_path / "ray", ray=True, workers=2,
-                      progress=False)
+    local = evaluate(RunConfig("oracle", envs=envs, limit=3, out=tmp_path / "local",
+                               progress=False))
+    spread = evaluate(RunConfig("oracle", envs=envs, limit=3, out=tmp_path / "ray", ray=True,
+                                workers=2, progress=False))
     assert _episodes(tmp_path / "ray") == _episodes(tmp_path / "local")
     assert comparable(spread.summary) == comparable(local.summary)
     assert spread.summary["overall"]["episodes"] == 9 and spread.summary["overall"]["mean"] == 1
@@ -131,15 +129,16 @@ def test_scripted_backends_travel_and_a_resumed_ray_run_writes_each_episode_once
     local_ray, tmp_path
 ):
     options = {"envs": ["GSM8K-v0"], "limit": 6, "progress": False}
-    whole = evaluate("direct", out=tmp_path / "whole",
-                     backends={"policy": ScriptedBackend(_half_right)}, **options)
-    evaluate("direct", out=tmp_path / "killed", backends={"policy": ScriptedBackend(_half_right)},
-             **options)
+    whole = evaluate(RunConfig("direct", out=tmp_path / "whole",
+                               backends={"policy": ScriptedBackend(_half_right)}, **options))
+    evaluate(RunConfig("direct", out=tmp_path / "killed",
+                       backends={"policy": ScriptedBackend(_half_right)}, **options))
     path = tmp_path / "killed" / "episodes.jsonl"
     lines = path.read_text().splitlines(keepends=True)
     path.write_text("".join(lines[:2]) + lines[2][:30])  # killed mid-write
-    resumed = evaluate("direct", out=tmp_path / "killed", resume=True, ray=True, workers=2,
-                       backends={"policy": ScriptedBackend(_half_right)}, **options)
+    resumed = evaluate(RunConfig("direct", out=tmp_path / "killed", resume=True, ray=True,
+                                 workers=2, backends={"policy": ScriptedBackend(_half_right)},
+                                 **options))
     assert resumed.resumed == 2
     assert _episodes(tmp_path / "killed") == _episodes(tmp_path / "whole")
     assert comparable(resumed.summary) == comparable(whole.summary)
@@ -196,8 +195,9 @@ def test_an_episode_that_kills_its_worker_ends_as_env_error_and_the_rest_run(loc
 
 def test_a_worker_that_cannot_build_its_model_fails_clearly(local_ray, tmp_path):
     with pytest.raises(DistributedError, match="a Ray worker failed: .*no-such-model"):
-        evaluate("direct", envs=["GSM8K-v0"], limit=2, out=tmp_path, ray=True, workers=1,
-                 models=ModelOptions(model=str(tmp_path / "no-such-model")), progress=False)
+        evaluate(RunConfig("direct", envs=["GSM8K-v0"], limit=2, out=tmp_path, ray=True,
+                           workers=1, models=ModelOptions(model=str(tmp_path / "no-such-model")),
+                           progress=False))
     assert not (tmp_path / "episodes.jsonl").exists()
 
 
@@ -210,18 +210,19 @@ def test_what_cannot_travel_to_workers_and_workers_without_ray_are_refused(local
             self.lock = threading.Lock()  # cannot be pickled (like a live HTTP client)
 
     with pytest.raises(DistributedError, match="the backends cannot be sent to Ray workers"):
-        evaluate("direct", envs=["GSM8K-v0"], limit=1, out=tmp_path, ray=True,
-                 backends={"policy": Locked()}, progress=False)
+        evaluate(RunConfig("direct", envs=["GSM8K-v0"], limit=1, out=tmp_path, ray=True,
+                           backends={"policy": Locked()}, progress=False))
     too_many = r"3 worker\(s\) x 1 CPU each = 3 CPU, but the Ray cluster has 2"
     with pytest.raises(DistributedError, match=too_many):
-        evaluate("oracle", envs=["GSM8K-v0"], limit=4, out=tmp_path, ray=True, workers=3,
-                 progress=False)
+        evaluate(RunConfig("oracle", envs=["GSM8K-v0"], limit=4, out=tmp_path, ray=True, workers=3,
+                           progress=False))
     no_gpu = r"1 worker\(s\) x 1 GPU each = 1 GPU, but .* 0: ask fewer"
     with pytest.raises(DistributedError, match=no_gpu):
-        evaluate("oracle", envs=["GSM8K-v0"], limit=4, out=tmp_path, ray=True, workers=1,
-                 worker_gpus=1, progress=False)
+        evaluate(RunConfig("oracle", envs=["GSM8K-v0"], limit=4, out=tmp_path, ray=True, workers=1,
+                           worker_gpus=1, progress=False))
     with pytest.raises(EvaluationError, match="--workers and --worker-gpus need --ray"):
-        evaluate("oracle", envs=["GSM8K-v0"], limit=1, out=tmp_path, workers=2, progress=False)
+        evaluate(RunConfig("oracle", envs=["GSM8K-v0"], limit=1, out=tmp_path, workers=2,
+                           progress=False))
 
 
 def test_without_ray_installed_the_flag_says_how_to_get_it(tmp_path, monkeypatch, capsys):
@@ -240,9 +241,9 @@ def test_ray_workers_share_one_served_model(local_ray, tiny_model, tmp_path):
         config = AgentConfig(max_new_tokens=8, max_rounds=2)
         runs = {}
         for name, spread in (("local", {}), ("ray", {"ray": True, "workers": 2})):
-            runs[name] = evaluate("lumos-o", envs=["GSM8K-v0"], limit=4, models=options,
-                                  agent_config=config, out=tmp_path / name, progress=False,
-                                  **spread)
+            runs[name] = evaluate(RunConfig("lumos-o", envs=["GSM8K-v0"], limit=4, models=options,
+                                            agent_config=config, out=tmp_path / name,
+                                            progress=False, **spread))
     assert _episodes(tmp_path / "ray") == _episodes(tmp_path / "local")
     assert all(r["output_tokens"] > 0 for r in runs["ray"].records)
     run = json.loads((tmp_path / "ray" / "run.json").read_text())
@@ -259,17 +260,18 @@ def test_each_actor_loads_a_local_model_given_by_a_relative_path(local_ray, tiny
     options = ModelOptions(model=tiny_model.name, batch_size=2, options={"device": "cpu"})
     config = AgentConfig(max_new_tokens=6, max_rounds=2)
     for name, spread in (("local", {}), ("ray", {"ray": True, "workers": 2})):
-        evaluate("lumos-i", envs=["MathWord-v0"], limit=4, models=options, agent_config=config,
-                 out=tmp_path / name, progress=False, **spread)
+        evaluate(RunConfig("lumos-i", envs=["MathWord-v0"], limit=4, models=options,
+                           agent_config=config, out=tmp_path / name, progress=False, **spread))
     assert _episodes(tmp_path / "ray") == _episodes(tmp_path / "local")
     run = json.loads((tmp_path / "ray" / "run.json").read_text())
     assert run["backends"]["planner"]["backend"] == "hf" and run["ray"]["workers"] == 2
 
 
 def test_an_existing_folder_needs_resume_with_or_without_ray(local_ray, tmp_path):
-    evaluate("oracle", envs=["SVAMP-v0"], limit=1, out=tmp_path, progress=False)
+    evaluate(RunConfig("oracle", envs=["SVAMP-v0"], limit=1, out=tmp_path, progress=False))
     with pytest.raises(EvaluationError, match="already holds 1 episode; pass --resume"):
-        evaluate("oracle", envs=["SVAMP-v0"], limit=2, out=tmp_path, ray=True, progress=False)
-    again = evaluate("oracle", envs=["SVAMP-v0"], limit=2, out=tmp_path, ray=True, resume=True,
-                     progress=False)
+        evaluate(RunConfig("oracle", envs=["SVAMP-v0"], limit=2, out=tmp_path, ray=True,
+                           progress=False))
+    again = evaluate(RunConfig("oracle", envs=["SVAMP-v0"], limit=2, out=tmp_path, ray=True,
+                               resume=True, progress=False))
     assert again.resumed == 1 and again.summary["overall"]["episodes"] == 2

@@ -232,10 +232,10 @@ def test_the_adding_an_env_example_works(tmp_path):
         env.reset(seed=0)
         obs, *_ = env.step("R1 = PriceLookup(caviar)")
         assert obs.startswith("Error:") and "apple" in obs
-        from lumos_gym.leaderboard.evaluate import evaluate
+        from lumos_gym.leaderboard.evaluate import RunConfig, evaluate
 
-        result = evaluate("oracle", envs=["lumos/Grocery-v0"], limit=3, out=tmp_path,
-                          progress=False)
+        result = evaluate(RunConfig("oracle", envs=["lumos/Grocery-v0"], limit=3, out=tmp_path,
+                                    progress=False))
         assert result.summary["overall"]["mean"] == 1.0
         assert {r["status"] for r in result.records} == {"completed"}
     finally:
@@ -257,7 +257,9 @@ class _NoPrivilege(LumosEnv):
 
 
 def test_the_oracle_refuses_an_env_that_does_not_take_privileged():
-    from lumos_gym.leaderboard.evaluate import EvaluationError, SuiteEntry, plan_env
+    from lumos_gym.errors import EvaluationError
+    from lumos_gym.leaderboard.plan import plan_env
+    from lumos_gym.leaderboard.suites import SuiteEntry
 
     gym.register("lumos/NoPrivilege-v0", entry_point=_NoPrivilege)
     try:

@@ -9,22 +9,16 @@ import pytest
 from conftest import ScriptedBackend
 
 from lumos_gym.cli import main
-from lumos_gym.leaderboard.evaluate import (
-    SUITES,
-    EvaluationError,
-    ModelOptions,
-    ResultsFile,
-    evaluate,
-    format_table,
-    mean_se,
-    suite_entries,
-    summarize,
-)
+from lumos_gym.errors import EvaluationError
+from lumos_gym.leaderboard.evaluate import ModelOptions, RunConfig, evaluate
+from lumos_gym.leaderboard.output import ResultsFile
+from lumos_gym.leaderboard.results import format_table, mean_se, summarize
+from lumos_gym.leaderboard.suites import SUITES, suite_entries
 
 
 def test_oracle_evaluation_writes_results_and_summary(tmp_path):
-    evaluate("oracle", envs=["GSM8K-v0", "lumos/SVAMP-v0"], limit=3, out=tmp_path,
-             progress=False)
+    evaluate(RunConfig("oracle", envs=["GSM8K-v0", "lumos/SVAMP-v0"], limit=3, out=tmp_path,
+                       progress=False))
     lines = (tmp_path / "episodes.jsonl").read_text().splitlines()
     assert len(lines) == 6
     records = [json.loads(line) for line in lines]
@@ -45,19 +39,19 @@ def test_a_killed_run_resumes_without_losing_or_repeating(tmp_path):
         return "4"
 
     backend = ScriptedBackend(answer)
-    evaluate("direct", envs=["GSM8K-v0"], limit=4, out=tmp_path, backends={"policy": backend},
-             progress=False)
+    evaluate(RunConfig("direct", envs=["GSM8K-v0"], limit=4, out=tmp_path,
+                       backends={"policy": backend}, progress=False))
     assert len(calls) == 4
     path = tmp_path / "episodes.jsonl"
     lines = path.read_text().splitlines(keepends=True)
     path.write_text("".join(lines[:2]) + lines[2][: len(lines[2]) // 2])  # killed mid-write
     calls.clear()
     with pytest.raises(EvaluationError, match="already holds 2 episodes; pass --resume"):
-        evaluate("direct", envs=["GSM8K-v0"], limit=4, out=tmp_path,
-                 backends={"policy": backend}, progress=False)
+        evaluate(RunConfig("direct", envs=["GSM8K-v0"], limit=4, out=tmp_path,
+                           backends={"policy": backend}, progress=False))
     assert not calls
-    result = evaluate("direct", envs=["GSM8K-v0"], limit=4, out=tmp_path, resume=True,
-                      backends={"policy": backend}, progress=False)
+    result = evaluate(RunConfig("direct", envs=["GSM8K-v0"], limit=4, out=tmp_path, resume=True,
+                                backends={"policy": backend}, progress=False))
     assert len(calls) == 2 and result.resumed == 2
     records = [json.loads(line) for line in path.read_text().splitlines()]
     assert len(records) == 4 and len({r["key"] for r in records}) == 4
@@ -100,8 +94,8 @@ def test_suites_and_bad_names():
     with pytest.raises(EvaluationError, match="not both"):
         suite_entries(envs=["GSM8K-v0"], suite="math")
     with pytest.raises(EvaluationError, match="needs --base-url"):
-        evaluate("direct", envs=["GSM8K-v0"], limit=1,
-                 models=ModelOptions(backend="openai", model="m"), progress=False)
+        evaluate(RunConfig("direct", envs=["GSM8K-v0"], limit=1,
+                           models=ModelOptions(backend="openai", model="m"), progress=False))
 
 
 def test_cli_evaluate_prints_a_table(tmp_path, capsys):
@@ -121,7 +115,7 @@ def test_cli_refuses_counts_below_one_without_a_traceback(tmp_path, capsys, flag
     err = capsys.readouterr().err
     assert exited.value.code == 2 and f"argument {flag}: " in err and "Traceback" not in err
     with pytest.raises(EvaluationError, match="--limit must be at least 1, got 0"):
-        evaluate("oracle", envs=["SVAMP-v0"], limit=0, out=tmp_path, progress=False)
+        evaluate(RunConfig("oracle", envs=["SVAMP-v0"], limit=0, out=tmp_path, progress=False))
 
 
 def test_every_env_that_cannot_be_planned_is_named_at_once(tmp_path):
@@ -131,7 +125,7 @@ def test_every_env_that_cannot_be_planned_is_named_at_once(tmp_path):
         {"env": "lumos/SVAMP-v0", "kwargs": {"source": str(tmp_path / "no-svamp.json")}},
     ]}))
     with pytest.raises(EvaluationError, match="2 envs cannot be planned") as raised:
-        evaluate("oracle", suite=str(suite), out=tmp_path / "out", progress=False)
+        evaluate(RunConfig("oracle", suite=str(suite), out=tmp_path / "out", progress=False))
     assert "no-gsm8k.jsonl" in str(raised.value) and "no-svamp.json" in str(raised.value)
 
 
@@ -177,13 +171,13 @@ def test_batched_and_sequential_greedy_runs_give_identical_actions(tiny_model, t
 
     runs = {}
     for batch_size in (1, 4):
-        runs[batch_size] = evaluate(
+        runs[batch_size] = evaluate(RunConfig(
             agent, envs=["MathWord-v0"], limit=4,
             models=ModelOptions(model=str(tiny_model), batch_size=batch_size,
                                 options={"device": "cpu"}),
             agent_config=AgentConfig(max_new_tokens=10, max_rounds=2),
             out=tmp_path / f"batch-{batch_size}", progress=False,
-        )
+        ))
     assert len(runs[1].records) == 4
     assert all(r["output_tokens"] > 0 for r in runs[1].records)
     assert _actions(runs[1]) == _actions(runs[4])
@@ -212,8 +206,10 @@ def test_planner_and_grounder_adapters_on_one_base(tiny_model, tmp_path):
     assert run["backends"]["planner"]["details"]["adapter"] == "planner"
     assert run["backends"]["grounder"]["details"]["adapter"] == "grounder"
     with pytest.raises(Exception, match="adapter"):
-        evaluate("lumos-i", envs=["GSM8K-v0"], limit=1, progress=False, out=tmp_path / "x",
-                 models=ModelOptions(model=str(tiny_model), adapters={"*": str(tmp_path / "no")}))
+        evaluate(RunConfig("lumos-i", envs=["GSM8K-v0"], limit=1, progress=False,
+                           out=tmp_path / "x",
+                           models=ModelOptions(model=str(tiny_model),
+                                               adapters={"*": str(tmp_path / "no")})))
 
 
 def test_evaluate_over_http_against_lumos_gym_serve(tiny_model, tmp_path):
@@ -238,11 +234,11 @@ def test_evaluate_over_http_against_lumos_gym_serve(tiny_model, tmp_path):
 
 def test_resume_refuses_results_of_another_configuration(tmp_path):
     backend = ScriptedBackend(lambda request: "4")
-    evaluate("direct", envs=["GSM8K-v0"], limit=1, out=tmp_path, backends={"policy": backend},
-             progress=False)
+    evaluate(RunConfig("direct", envs=["GSM8K-v0"], limit=1, out=tmp_path,
+                       backends={"policy": backend}, progress=False))
     with pytest.raises(EvaluationError, match="another configuration"):
-        evaluate("cot", envs=["GSM8K-v0"], limit=1, out=tmp_path, backends={"policy": backend},
-                 resume=True, progress=False)
-    again = evaluate("direct", envs=["GSM8K-v0"], limit=2, out=tmp_path, resume=True,
-                     backends={"policy": backend}, progress=False)
+        evaluate(RunConfig("cot", envs=["GSM8K-v0"], limit=1, out=tmp_path,
+                           backends={"policy": backend}, resume=True, progress=False))
+    again = evaluate(RunConfig("direct", envs=["GSM8K-v0"], limit=2, out=tmp_path, resume=True,
+                               backends={"policy": backend}, progress=False))
     assert again.resumed == 1 and again.summary["overall"]["episodes"] == 2

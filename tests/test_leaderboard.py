@@ -20,7 +20,7 @@ import pytest
 from conftest import ScriptedBackend
 
 from lumos_gym.cli import main
-from lumos_gym.leaderboard.evaluate import ModelOptions, evaluate
+from lumos_gym.leaderboard.evaluate import ModelOptions, RunConfig, evaluate
 from lumos_gym.leaderboard.render import (
     LeaderboardError,
     load_board,
@@ -65,12 +65,12 @@ def _script():
 def runs(tmp_path_factory):
     """results/oracle (one folder) and results/direct/<Env> (one folder per env, one run)."""
     root = tmp_path_factory.mktemp("results")
-    evaluate("oracle", envs=ENVS, limit=LIMIT, out=root / "oracle", progress=False)
+    evaluate(RunConfig("oracle", envs=ENVS, limit=LIMIT, out=root / "oracle", progress=False))
     script = _script()
     for env_id in ENVS:
-        evaluate("direct", envs=[env_id], limit=LIMIT, out=root / "direct" / env_id,
-                 backends={"policy": ScriptedBackend(script)}, progress=False,
-                 models=ModelOptions(batch_size=1))  # errors stay per episode
+        evaluate(RunConfig("direct", envs=[env_id], limit=LIMIT, out=root / "direct" / env_id,
+                           backends={"policy": ScriptedBackend(script)}, progress=False,
+                           models=ModelOptions(batch_size=1)))  # errors stay per episode
     return root
 
 
@@ -253,7 +253,7 @@ def test_validate_accepts_a_run_and_names_each_problem(runs, tmp_path, capsys):
     suite.write_text(json.dumps({"name": "tiny", "envs": [{"env": "lumos/GSM8K-v0",
                                                            "task_ids": tasks}]}))
     good = tmp_path / "good"
-    evaluate("oracle", suite=str(suite), out=good, progress=False)
+    evaluate(RunConfig("oracle", suite=str(suite), out=good, progress=False))
     assert main(["leaderboard", "--validate", "--suite", str(suite), str(good)]) == 0
     assert "1 results folder(s) valid" in capsys.readouterr().out
     assert validate([runs])[1] == []  # every folder evaluate wrote is valid
@@ -283,7 +283,7 @@ def test_validate_accepts_a_run_and_names_each_problem(runs, tmp_path, capsys):
     assert all(line.startswith(str(bad)) for line in out)
 
     shard = tmp_path / "shard"
-    evaluate("oracle", envs=ENVS, limit=LIMIT, shard="1/2", out=shard, progress=False)
+    evaluate(RunConfig("oracle", envs=ENVS, limit=LIMIT, shard="1/2", out=shard, progress=False))
     (shard / "summary.json").write_text('{"format": 2, "en')
     checked, problems = validate([shard, tmp_path / "nowhere"])
     assert checked == 1

@@ -13,27 +13,20 @@ from conftest import ScriptedBackend
 from lumos_gym import __version__
 from lumos_gym.agents.base import AgentConfig
 from lumos_gym.cli import main
-from lumos_gym.leaderboard.evaluate import (
-    EvaluationError,
-    ModelOptions,
-    _adapter_checksums,
-    evaluate,
-    get_suite,
-    load_suite,
-    load_suites,
-    suite_entries,
-)
+from lumos_gym.errors import EvaluationError
+from lumos_gym.leaderboard.evaluate import ModelOptions, RunConfig, evaluate
+from lumos_gym.leaderboard.plan import parse_shard, shard_keys
+from lumos_gym.leaderboard.provenance import _adapter_checksums
 from lumos_gym.leaderboard.results import (
     BOOTSTRAP_RESAMPLES,
     ResultsError,
     bootstrap_ci,
     comparable,
     merge_results,
-    parse_shard,
     read_results,
-    shard_keys,
     summarize,
 )
+from lumos_gym.leaderboard.suites import get_suite, load_suite, load_suites, suite_entries
 from lumos_gym.models.base import BackendInfo
 
 ENVS = ["GSM8K-v0", "SVAMP-v0"]
@@ -65,7 +58,8 @@ def half_right():
 
 def _run(out, script, **kwargs):
     options = {"envs": ENVS, "limit": 5, "progress": False, "resume": True, **kwargs}
-    return evaluate("direct", out=out, backends={"policy": ScriptedBackend(script)}, **options)
+    return evaluate(RunConfig("direct", out=out, backends={"policy": ScriptedBackend(script)},
+                              **options))
 
 
 def _summary(folder):
@@ -130,7 +124,7 @@ def test_suite_task_ids_seeds_and_step_limit(tmp_path):
         {"env": "lumos/MathWord-v0", "task_ids": ["mathword/L2/0/3", "mathword/L1/0/4"],
          "max_steps": 5},
     ]}))
-    result = evaluate("oracle", suite=str(path), out=tmp_path / "out", progress=False)
+    result = evaluate(RunConfig("oracle", suite=str(path), out=tmp_path / "out", progress=False))
     got = sorted((r["task_id"], r["seed"]) for r in result.records)
     assert got == [("mathword/L1/0/4", 3), ("mathword/L1/0/4", 4),
                    ("mathword/L2/0/3", 3), ("mathword/L2/0/3", 4)]
@@ -139,7 +133,7 @@ def test_suite_task_ids_seeds_and_step_limit(tmp_path):
     assert run["suite"]["name"] == "mine" and len(run["suite"]["sha256"]) == 64
     path.write_text(json.dumps({"envs": [{"env": "lumos/MathWord-v0", "task_ids": ["nope"]}]}))
     with pytest.raises(EvaluationError, match="no task"):
-        evaluate("oracle", suite=str(path), out=tmp_path / "o2", progress=False)
+        evaluate(RunConfig("oracle", suite=str(path), out=tmp_path / "o2", progress=False))
 
 
 # -------------------------------------------------------------------------------- metrics
@@ -323,8 +317,8 @@ def test_merge_refuses_what_does_not_fit(tmp_path, half_right):
         merge_results([tmp_path / "s1", tmp_path / "s1-copy"], tmp_path / "m1")
     with pytest.raises(ResultsError, match=r"shard\(s\) 2 of 2 are not given"):
         merge_results([tmp_path / "s1"], tmp_path / "m2")
-    evaluate("cot", envs=ENVS, limit=5, shard="2/2", out=tmp_path / "cot", progress=False,
-             backends={"policy": ScriptedBackend(half_right)})
+    evaluate(RunConfig("cot", envs=ENVS, limit=5, shard="2/2", out=tmp_path / "cot", progress=False,
+                       backends={"policy": ScriptedBackend(half_right)}))
     with pytest.raises(ResultsError, match="different configurations"):
         merge_results([tmp_path / "s1", tmp_path / "cot"], tmp_path / "m3")
     _run(tmp_path / "other-limit", half_right, limit=4, shard="2/2")
@@ -393,18 +387,18 @@ def test_resume_refuses_episodes_of_another_plan_or_agent_before_any_model(tmp_p
     nowhere = ModelOptions(model=str(tmp_path / "no-such-model"))
     with pytest.raises(EvaluationError, match=r"another configuration \(agent\.name \('direct' "
                        r"there, 'cot' now\)"):
-        evaluate("cot", envs=ENVS, limit=4, out=tmp_path, models=nowhere, progress=False)
+        evaluate(RunConfig("cot", envs=ENVS, limit=4, out=tmp_path, models=nowhere, progress=False))
     with pytest.raises(EvaluationError, match=r"agent\.config\.seed \(0 there, 3 now\)"):
-        evaluate("direct", envs=ENVS, limit=4, out=tmp_path, seed=3, models=nowhere,
-                 agent_config=AgentConfig(seed=3), progress=False)
+        evaluate(RunConfig("direct", envs=ENVS, limit=4, out=tmp_path, seed=3, models=nowhere,
+                           agent_config=AgentConfig(seed=3), progress=False))
 
 
 def test_validate_wants_the_whole_suite(tmp_path, capsys):
-    evaluate("oracle", suite="math", limit=1, out=tmp_path / "one", progress=False)
+    evaluate(RunConfig("oracle", suite="math", limit=1, out=tmp_path / "one", progress=False))
     assert main(["leaderboard", "--validate", str(tmp_path / "one"), "--suite", "math"]) == 2
     out = capsys.readouterr().out
     assert "not the whole suite math: its plan has" in out and "run it without --limit" in out
-    evaluate("oracle", suite="math", out=tmp_path / "all", progress=False)
+    evaluate(RunConfig("oracle", suite="math", out=tmp_path / "all", progress=False))
     assert main(["leaderboard", "--validate", str(tmp_path / "all"), "--suite", "math"]) == 0
 
 
@@ -457,7 +451,7 @@ def test_provenance_paths_travel(tmp_path, monkeypatch):
     from pathlib import Path
 
     import lumos_gym
-    from lumos_gym.leaderboard.evaluate import portable_paths
+    from lumos_gym.leaderboard.provenance import portable_paths
 
     monkeypatch.setenv("LUMOS_GYM_CACHE", str(tmp_path / "cache"))
     package = Path(lumos_gym.__file__).resolve().parent

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from lumos_gym.errors import BackendError
-from lumos_gym.leaderboard.evaluate import EvaluationError, ModelOptions, role_model, with_reference
+from lumos_gym.errors import BackendError, EvaluationError
+from lumos_gym.leaderboard.backends import with_reference
+from lumos_gym.models.factory import ModelOptions, role_model
 from lumos_gym.training.config import TrainingError
 from lumos_gym.training.mixture import choose_ids, domain_of_id, write_subset
 from lumos_gym.workflows.reproduce import (
@@ -102,7 +103,7 @@ def test_shipped_reference_adapters_are_small_and_name_their_base():
 def test_two_adapter_folders_share_one_loaded_base(tmp_path):
     from conftest import save_tiny_model
 
-    from lumos_gym.leaderboard.evaluate import build_backends
+    from lumos_gym.models.factory import build_backends
 
     tiny = str(save_tiny_model(tmp_path / "tiny", max_positions=256))
     from peft import LoraConfig, get_peft_model

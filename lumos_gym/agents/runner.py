@@ -44,11 +44,6 @@ class EpisodeSpec:
     env_kwargs: Mapping[str, Any] = field(default_factory=dict)
     seed: int = 0
 
-    @property
-    def key(self) -> str:
-        """Return a key unique to this episode within a run (for resume and merge)."""
-        return f"{self.env_id}|{json.dumps(dict(self.env_kwargs), sort_keys=True)}|{self.task_id}"
-
 
 @dataclass
 class EpisodeRecord:

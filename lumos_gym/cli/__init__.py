@@ -154,7 +154,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     """Run an agent on envs or a suite, write the results and print the summary table."""
     from lumos_gym.agents.base import AgentConfig
     from lumos_gym.envs import load_plugins
-    from lumos_gym.leaderboard.evaluate import ModelOptions, evaluate, format_table
+    from lumos_gym.leaderboard.evaluate import ModelOptions, RunConfig, evaluate  # this verb only
+    from lumos_gym.leaderboard.results import format_table  # this verb only
 
     load_plugins()
     options: dict[str, Any] = {}
@@ -171,14 +172,14 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         max_rounds=args.max_rounds, max_new_tokens=args.max_new_tokens,
         temperature=args.temperature, seed=args.seed if args.seed is not None else 0,
     )
-    result = evaluate(
+    result = evaluate(RunConfig(
         args.agent, envs=args.env, suite=args.suite, limit=args.limit,
         env_kwargs=_parse_kwargs(args.kwarg), models=models, agent_config=config,
         seed=args.seed, shard=args.shard, out=args.out, resume=args.resume, ray=args.ray,
         workers=args.workers, worker_gpus=args.worker_gpus, wall_timeout=args.wall_timeout,
         keep_prompts=args.keep_prompts, progress=not args.no_progress,
         argv=sys.argv[1:],
-    )
+    ))
     print(format_table(result.summary))
     print(f"results: {result.out / 'episodes.jsonl'}, {result.out / 'summary.json'}")
     return 0

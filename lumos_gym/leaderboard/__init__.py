@@ -1,1 +1,7 @@
-"""Evaluation and the leaderboard: suites, episode plans, the run loop, results, Ray, rendering."""
+"""Evaluation and the leaderboard, one job per module.
+
+``suites`` (suite files), ``plan`` (the episodes of a run, shards), ``provenance`` (what made a
+run), ``backends`` (an agent's model backends), ``output`` (the episodes file a run appends
+to), ``evaluate`` (``RunConfig`` and ``evaluate``), ``distributed`` (Ray workers), ``results``
+(reading, summarising and merging results folders) and ``render`` (the leaderboard).
+"""

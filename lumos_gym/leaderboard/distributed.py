@@ -31,8 +31,11 @@ from pathlib import Path
 from typing import Any
 
 from lumos_gym.agents.base import Agent
-from lumos_gym.agents.runner import EpisodeRecord, EpisodeSpec, Runner
+from lumos_gym.agents.runner import EpisodeRecord, EpisodeSpec, Runner, _Progress
+from lumos_gym.envs import load_plugins
 from lumos_gym.errors import LumosGymError
+from lumos_gym.leaderboard.backends import agent_backends
+from lumos_gym.leaderboard.provenance import fingerprint, provenance
 from lumos_gym.models.base import Backend
 
 
@@ -42,7 +45,7 @@ class DistributedError(LumosGymError):
 
 def _ray() -> Any:
     try:
-        import ray
+        import ray  # optional extra: lumos-gym[ray]
     except ImportError:
         raise DistributedError(
             "--ray needs Ray: pip install 'lumos-gym[ray]' (or pip install ray)"
@@ -85,9 +88,6 @@ class EpisodeWorker:
         backends: Mapping[str, Backend] | None,
         runner: Mapping[str, Any],
     ) -> None:
-        from lumos_gym.envs import load_plugins
-        from lumos_gym.leaderboard.evaluate import agent_backends
-
         load_plugins()
         self.agent = agent
         if backends is None and agent.roles and models.backend in ("hf", "vllm"):
@@ -102,8 +102,6 @@ class EpisodeWorker:
 
     def describe(self, argv: Sequence[str] | None) -> dict[str, Any]:
         """The fingerprint and provenance of this worker's agent, models and machine."""
-        from lumos_gym.leaderboard.evaluate import fingerprint, provenance
-
         return {"fingerprint": fingerprint(self.agent, self.built),
                 "provenance": provenance(self.agent, self.built, argv)}
 
@@ -243,8 +241,6 @@ class RayPool:
             DistributedError: a worker raised (a bug, not an episode's failure: the runner
                 turns those into statuses); the records handed to ``on_record`` stay.
         """
-        from lumos_gym.agents.runner import _Progress
-
         size = max(1, min(chunk, math.ceil(len(specs) / len(self.actors))))
         # (episodes, suspect): a suspect is one episode of a chunk whose worker died; it runs
         # alone on an idle worker, so that a death names the episode that caused it

@@ -37,7 +37,10 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from lumos_gym.errors import LumosGymError
+from lumos_gym import __version__
+from lumos_gym.agents import AGENTS
+from lumos_gym.errors import EvaluationError, LumosGymError
+from lumos_gym.leaderboard.plan import plan_env, spec_key
 from lumos_gym.leaderboard.results import (
     SCORE_RULE,
     SUMMARY_FORMAT,
@@ -49,6 +52,7 @@ from lumos_gym.leaderboard.results import (
     suite_mean_se,
     summarize,
 )
+from lumos_gym.leaderboard.suites import get_suite, suite_entries
 
 #: The output formats.
 FORMATS = ("md", "html", "csv", "png")
@@ -356,8 +360,6 @@ def build_entry(name: str, dirs: Sequence[ResultsDir], envs: Iterable[str] | Non
 
 def _reads_gold(agent: str) -> bool:
     """Whether the registered agent ``agent`` reads gold answers (False for an unknown one)."""
-    from lumos_gym.agents import AGENTS
-
     try:
         return bool(getattr(AGENTS.get(agent), "needs_privileged_info", False))
     except LumosGymError:  # an agent this installation does not know
@@ -413,8 +415,6 @@ def load_board(paths: Sequence[str | Path], *, suite: str | None = None) -> Boar
             groups.setdefault((n, d.group_key()), []).append(d)  # runs never span arguments
     columns: list[str] | None = None
     if suite is not None:
-        from lumos_gym.leaderboard.evaluate import EvaluationError, get_suite
-
         try:
             columns = [e.env_id for e in get_suite(suite).entries]
         except EvaluationError as e:
@@ -906,72 +906,13 @@ def render_html(board: Board, out: Path) -> list[Path]:
     out.parent.mkdir(parents=True, exist_ok=True)
     folder = out.parent / f"{out.stem}-trajectories"
     written: list[Path] = []
-    slugs: dict[str, str] = {}
-    for entry in board.entries:
-        slug = _slug(entry.name)
-        while slug in slugs.values():
-            slug += "_"
-        slugs[entry.name] = slug
-    heads = ['<th data-type="num">rank</th>', '<th data-type="text">run</th>',
-             '<th data-type="text">agent</th>', '<th data-type="text">models</th>',
-             '<th data-type="num">suite score</th>', '<th data-type="num">envs</th>']
-    for env_id in board.envs:
-        heads.append(f'<th data-type="num" title="{_e(env_id)}">{_e(short_env(env_id))}<br>'
-                     f'<span class="ci">{_e(board.metric_of(env_id))}</span></th>')
-    heads.append('<th data-type="num">episodes</th>')
     rows = []
-    for entry in board.entries:
-        provenance = entry.run
-        git = provenance.get("git") or {}
-        title = (f"lumos-gym {provenance.get('lumos_gym')}, commit {git.get('commit') or '-'}"
-                 f"{' (dirty)' if git.get('dirty') else ''}, folders: "
-                 + ", ".join(str(d.path) for d in entry.dirs))
-        score = entry.score
-        cells = [
-            f'<td class="num" data-value="{entry.rank or len(board.entries) + 1}">'
-            f"{entry.rank_text}</td>",
-            f'<td class="name" title="{_e(title)}">{_e(entry.name)}</td>',
-            f'<td class="name">{_e(entry.agent)}</td>',
-            f"<td>{_e(entry.models)}</td>",
-            f'<td class="num" data-value="{float(score.get("mean", 0.0))!r}">'
-            f'{_num(score.get("mean"))} <span class="ci">{_ci(score.get("ci95"))}</span></td>',
-            f'<td class="num" data-value="{entry.covered}">{entry.covered}/{len(board.envs)}</td>',
-        ]
-        for env_id in board.envs:
-            cell = entry.cells.get(env_id)
-            if cell is None:
-                cells.append('<td class="num" data-value="">-</td>')
-                continue
-            page = folder / slugs[entry.name] / f"{_slug(short_env(env_id))}.html"
-            page.parent.mkdir(parents=True, exist_ok=True)
-            page.write_text(render_viewer(entry, env_id, page, out), encoding="utf-8")
-            written.append(page)
-            href = quote(os.path.relpath(page, out.parent).replace(os.sep, "/"))
-            cells.append(
-                f'<td class="num" data-value="{cell.mean!r}"><a href="{_e(href)}" '
-                f'title="{_e(cell.episodes)} episodes: trajectories">{_num(cell.mean)}</a> '
-                f'<span class="ci">{_ci(cell.ci95)}</span></td>'
-            )
-        cells.append(f'<td class="num" data-value="{entry.episodes}">{entry.episodes}</td>')
-        kind = "measured ceiling" if entry.ceiling else "measured"
-        rows.append(f'<tr class="{kind}" data-run="{_e(entry.name)}">{"".join(cells)}</tr>')
-    reported = board.reported
-    names = [d["name"] for d in reported.datasets]
-    rheads = ['<th data-type="text">agent (reported)</th>']
-    for dataset in reported.datasets:
-        match = reported.matches.get(dataset["name"])
-        note = f" = {short_env(match)}" if match else ""
-        rheads.append(f'<th data-type="num">{_e(dataset["name"])}{_e(note)}<br><span class="ci">'
-                      f'{_e(dataset["metric"])}</span></th>')
-    rrows = []
-    for row in reported.rows:
-        cells = [f"<td>{_e(row['agent'])}{' (cited)' if row.get('cited') else ''}</td>"]
-        for name in names:
-            value = (row.get("values") or {}).get(name)
-            shown = _reported_value(reported, row, name)
-            data = "" if value is None else repr(float(value) / reported.scale)
-            cells.append(f'<td class="num" data-value="{data}">{_e(shown)}</td>')
-        rrows.append(f'<tr class="reported">{"".join(cells)}</tr>')
+    for entry, slug in zip(board.entries, _run_slugs(board.entries), strict=True):
+        pages = _write_viewers(board, entry, folder / slug, out)
+        written += pages.values()
+        rows.append(_measured_row(board, entry, pages, out))
+    heads = _measured_heads(board)
+    rheads, rrows = _reported_table(board.reported)
     warnings = "".join(f"<li>{_e(w)}</li>" for w in board.warnings)
     body = (
         "<h1>lumos-gym leaderboard</h1>"
@@ -985,15 +926,106 @@ def render_html(board: Board, out: Path) -> list[Path]:
         f'<div class="wrap"><table id="measured" class="sortable"><thead><tr>{"".join(heads)}'
         f'</tr></thead><tbody>{"".join(rows)}</tbody></table></div>'
         "<h2>Reported (Lumos paper)</h2>"
-        f'<p class="note">Never ranked. {_e(reported.note)} '
-        f"Values: the paper's percentages / {reported.scale:g}; ≈: approximate in the paper. "
-        f"Source: {_e(reported.source)}</p>"
+        f'<p class="note">Never ranked. {_e(board.reported.note)} '
+        f"Values: the paper's percentages / {board.reported.scale:g}; ≈: approximate in the "
+        f"paper. Source: {_e(board.reported.source)}</p>"
         f'<div class="wrap"><table id="reported" class="sortable"><thead><tr>{"".join(rheads)}'
         f'</tr></thead><tbody>{"".join(rrows)}</tbody></table></div>'
         + (f"<h2>Warnings</h2><ul>{warnings}</ul>" if warnings else "")
     )
     out.write_text(_page("lumos-gym leaderboard", body, _BOARD_JS), encoding="utf-8")
     return [out, *written]
+
+
+def _run_slugs(entries: Sequence[Entry]) -> list[str]:
+    """Return each run's folder name for its viewer pages (its slug, made unique)."""
+    slugs: list[str] = []
+    for entry in entries:
+        slug = _slug(entry.name)
+        while slug in slugs:
+            slug += "_"
+        slugs.append(slug)
+    return slugs
+
+
+def _write_viewers(board: Board, entry: Entry, folder: Path, out: Path) -> dict[str, Path]:
+    """Write a viewer page into ``folder`` per env of the board the run has; env id → page."""
+    pages = {}
+    for env_id in board.envs:
+        if env_id not in entry.cells:
+            continue
+        page = folder / f"{_slug(short_env(env_id))}.html"
+        page.parent.mkdir(parents=True, exist_ok=True)
+        page.write_text(render_viewer(entry, env_id, page, out), encoding="utf-8")
+        pages[env_id] = page
+    return pages
+
+
+def _measured_heads(board: Board) -> list[str]:
+    """Return the header cells of the measured table: the run's columns, then one per env."""
+    heads = ['<th data-type="num">rank</th>', '<th data-type="text">run</th>',
+             '<th data-type="text">agent</th>', '<th data-type="text">models</th>',
+             '<th data-type="num">suite score</th>', '<th data-type="num">envs</th>']
+    for env_id in board.envs:
+        heads.append(f'<th data-type="num" title="{_e(env_id)}">{_e(short_env(env_id))}<br>'
+                     f'<span class="ci">{_e(board.metric_of(env_id))}</span></th>')
+    heads.append('<th data-type="num">episodes</th>')
+    return heads
+
+
+def _measured_row(board: Board, entry: Entry, pages: Mapping[str, Path], out: Path) -> str:
+    """Return one run's row of the measured table, each env's value linking to its page."""
+    provenance = entry.run
+    git = provenance.get("git") or {}
+    title = (f"lumos-gym {provenance.get('lumos_gym')}, commit {git.get('commit') or '-'}"
+             f"{' (dirty)' if git.get('dirty') else ''}, folders: "
+             + ", ".join(str(d.path) for d in entry.dirs))
+    score = entry.score
+    cells = [
+        f'<td class="num" data-value="{entry.rank or len(board.entries) + 1}">'
+        f"{entry.rank_text}</td>",
+        f'<td class="name" title="{_e(title)}">{_e(entry.name)}</td>',
+        f'<td class="name">{_e(entry.agent)}</td>',
+        f"<td>{_e(entry.models)}</td>",
+        f'<td class="num" data-value="{float(score.get("mean", 0.0))!r}">'
+        f'{_num(score.get("mean"))} <span class="ci">{_ci(score.get("ci95"))}</span></td>',
+        f'<td class="num" data-value="{entry.covered}">{entry.covered}/{len(board.envs)}</td>',
+    ]
+    for env_id in board.envs:
+        cell = entry.cells.get(env_id)
+        if cell is None:
+            cells.append('<td class="num" data-value="">-</td>')
+            continue
+        href = quote(os.path.relpath(pages[env_id], out.parent).replace(os.sep, "/"))
+        cells.append(
+            f'<td class="num" data-value="{cell.mean!r}"><a href="{_e(href)}" '
+            f'title="{_e(cell.episodes)} episodes: trajectories">{_num(cell.mean)}</a> '
+            f'<span class="ci">{_ci(cell.ci95)}</span></td>'
+        )
+    cells.append(f'<td class="num" data-value="{entry.episodes}">{entry.episodes}</td>')
+    kind = "measured ceiling" if entry.ceiling else "measured"
+    return f'<tr class="{kind}" data-run="{_e(entry.name)}">{"".join(cells)}</tr>'
+
+
+def _reported_table(reported: Reported) -> tuple[list[str], list[str]]:
+    """Return the header cells and the rows of the reported (paper) table."""
+    names = [d["name"] for d in reported.datasets]
+    heads = ['<th data-type="text">agent (reported)</th>']
+    for dataset in reported.datasets:
+        match = reported.matches.get(dataset["name"])
+        note = f" = {short_env(match)}" if match else ""
+        heads.append(f'<th data-type="num">{_e(dataset["name"])}{_e(note)}<br><span class="ci">'
+                     f'{_e(dataset["metric"])}</span></th>')
+    rows = []
+    for row in reported.rows:
+        cells = [f"<td>{_e(row['agent'])}{' (cited)' if row.get('cited') else ''}</td>"]
+        for name in names:
+            value = (row.get("values") or {}).get(name)
+            shown = _reported_value(reported, row, name)
+            data = "" if value is None else repr(float(value) / reported.scale)
+            cells.append(f'<td class="num" data-value="{data}">{_e(shown)}</td>')
+        rows.append(f'<tr class="reported">{"".join(cells)}</tr>')
+    return heads, rows
 
 
 # -------------------------------------------------------------------------------- output
@@ -1043,8 +1075,6 @@ def validate_dir(path: str | Path, *, suite: str | None = None) -> list[str]:
     checksum as the shipped one; summary.json equal to the summary recomputed from the
     episodes (timing and provenance aside); the provenance fields present.
     """
-    from lumos_gym import __version__
-
     folder = Path(path)
     problems: list[str] = []
     run_path, summary_path = folder / "run.json", folder / "summary.json"
@@ -1158,8 +1188,6 @@ def _check_run(
 
 
 def _check_suite(run: Mapping[str, Any], run_path: Path, suite: str) -> list[str]:
-    from lumos_gym.leaderboard.evaluate import EvaluationError, get_suite
-
     try:
         expected = get_suite(suite)
     except EvaluationError as e:
@@ -1179,8 +1207,6 @@ def _check_suite(run: Mapping[str, Any], run_path: Path, suite: str) -> list[str
 
 def _check_whole_suite(run: Mapping[str, Any], run_path: Path, suite: str) -> list[str]:
     """A submission runs every episode of the suite: no --limit, --seed or missing shard."""
-    from lumos_gym.leaderboard.evaluate import plan_env, spec_key, suite_entries
-
     described = run.get("agent")
     privileged = _reads_gold(str(described.get("name") if isinstance(described, Mapping) else ""))
     try:

@@ -37,7 +37,11 @@ from typing import Any
 
 import numpy as np
 
+from lumos_gym import __version__
+from lumos_gym.agents.runner import STATUSES
+from lumos_gym.envs import ENVS
 from lumos_gym.errors import LumosGymError
+from lumos_gym.jsonl import write_json_atomic
 from lumos_gym.text import table
 
 #: Resamples of each bootstrap interval.
@@ -52,11 +56,6 @@ _CHUNK = 100
 SUMMARY_FORMAT = 2
 #: Summary keys that differ between identical runs; :func:`comparable` drops them.
 NONDETERMINISTIC_KEYS = ("timing", "provenance")
-#: The statuses of an episode (the runner's taxonomy, repeated to keep this module light).
-STATUSES = (
-    "completed", "invalid-action-limit", "step-limit", "context-limit", "tool-error",
-    "agent-error", "env-error",
-)
 #: The rule of the suite score, written into every summary.
 SCORE_RULE = (
     "unweighted mean over envs of each env's primary-metric mean; se = sqrt(sum se_env^2) / "
@@ -119,8 +118,6 @@ def env_kind(env_id: str, records: Sequence[Mapping[str, Any]]) -> tuple[str | N
         if record.get("task_type") and record.get("primary_metric"):
             return str(record["task_type"]), str(record["primary_metric"])
     try:
-        from lumos_gym.envs import ENVS
-
         cls = ENVS.get(env_id).env_class()
         return str(cls.task_type), str(cls.primary_metric)
     except Exception:  # an env of a plugin not installed here: report its reward only
@@ -348,27 +345,6 @@ def keys_sha256(keys: Iterable[str]) -> str:
     return hashlib.sha256("\n".join(sorted(keys)).encode()).hexdigest()
 
 
-def parse_shard(text: str) -> tuple[int, int]:
-    """Parse ``"i/n"`` (1 <= i <= n) into ``(i, n)``."""
-    left, sep, right = str(text).partition("/")
-    try:
-        i, n = int(left), int(right)
-    except ValueError:
-        i = n = 0
-    if not sep or n < 1 or not 1 <= i <= n:
-        raise ResultsError(f"--shard takes I/N with 1 <= I <= N (e.g. 1/4), got {text!r}")
-    return i, n
-
-
-def shard_keys(keys: Iterable[str], shard: tuple[int, int]) -> list[str]:
-    """Return shard ``i`` of ``n``: round-robin over the sorted keys (positions i-1, i-1+n...).
-
-    Sorted keys group episodes by env, so every shard gets a near-equal part of every env.
-    """
-    i, n = shard
-    return sorted(set(keys))[i - 1 :: n]
-
-
 # -------------------------------------------------------------------------- reading folders
 @dataclass
 class ResultsFolder:
@@ -395,12 +371,72 @@ class ResultsFolder:
 _REQUIRED = ("env_id", "task_id", "status")
 
 
+def read_episodes(
+    path: str | Path, *, strict: bool = False
+) -> tuple[dict[str, dict[str, Any]], list[str]]:
+    """Read the episode records of an ``episodes.jsonl``, by episode key.
+
+    The one reader of episode files: merge, the leaderboard, validation and a resumed run all
+    use it. Each line is one JSON record; its key is recomputed from its env, arguments, task
+    and seed (:func:`record_key`).
+
+    By default (reading results) every valid record is kept, with its ``key``: a torn last
+    line (a killed run), a line that is not an episode record (no ``env_id``, ``task_id`` or
+    ``status``) and a second record of the same episode are skipped, each named in the
+    problems returned. With ``strict`` (a file a run appends to, its torn last line already
+    cut) every line must be a record with a key, kept as written; a later record of an episode
+    replaces an earlier one.
+
+    Returns:
+        ``(records, problems)``: key → record, and one line per skipped line naming it.
+
+    Raises:
+        ResultsError: with ``strict``, the first line that is not an episode record.
+    """
+    path = Path(path)
+    data = path.read_bytes()
+    lines = data.split(b"\n")
+    if not lines[-1]:
+        lines.pop()  # the empty rest after the last newline
+    torn = 0 if data.endswith(b"\n") else len(lines)
+    records: dict[str, dict[str, Any]] = {}
+    problems: list[str] = []
+    for n, raw in enumerate(lines, 1):
+        if not strict and not raw.strip():
+            continue
+        if n == torn:
+            problem = "a truncated last line (a killed run)"
+        else:
+            try:
+                key, record = _episode_record(raw, () if strict else _REQUIRED)
+            except (ValueError, KeyError, TypeError, AttributeError) as e:
+                problem = f"not an episode record ({e})"
+            else:
+                if strict or key not in records:
+                    records[key] = record if strict else {**record, "key": key}
+                    continue
+                problem = f"a second record of {key}"
+        if strict:
+            raise ResultsError(f"{path}:{n} is {problem}")
+        problems.append(f"{path}:{n}: {problem}, skipped")
+    return records, problems
+
+
+def _episode_record(raw: bytes, required: Sequence[str]) -> tuple[str, Any]:
+    """Parse one line into ``(key, record)``; raise ValueError (or a lookup error) if not one."""
+    record = json.loads(raw)
+    missing = [k for k in required if k not in record]
+    if missing:
+        raise ValueError(f"no {', '.join(missing)}")
+    return record_key(record), record
+
+
 def read_results(path: str | Path) -> ResultsFolder:
     """Read a results folder, keeping every valid episode record.
 
     A line that is not a JSON episode record (a torn last line of a killed run, a corrupt or
     hand-edited line), or a second record of the same episode, is skipped and named in
-    ``problems``; the other records still load.
+    ``problems``; the other records still load (:func:`read_episodes`).
 
     Raises:
         ResultsError: no ``episodes.jsonl``, or no readable ``run.json`` (without it the
@@ -418,30 +454,8 @@ def read_results(path: str | Path) -> ResultsFolder:
         raise ResultsError(f"{folder} has no run.json (its configuration is unknown)") from None
     except ValueError as e:
         raise ResultsError(f"{folder / 'run.json'} is not valid JSON ({e})") from None
-    result = ResultsFolder(folder, run)
-    data = episodes.read_bytes()
-    lines = data.split(b"\n")
-    for n, raw in enumerate(lines, 1):
-        if not raw.strip():
-            continue
-        where = f"{episodes}:{n}"
-        if n == len(lines) and not data.endswith(b"\n"):
-            result.problems.append(f"{where}: a truncated last line (a killed run), skipped")
-            continue
-        try:
-            record = json.loads(raw)
-            missing = [k for k in _REQUIRED if k not in record]
-            if missing:
-                raise ValueError(f"no {', '.join(missing)}")
-            key = record_key(record)
-        except (ValueError, TypeError, AttributeError) as e:
-            result.problems.append(f"{where}: not an episode record ({e}), skipped")
-            continue
-        if key in result.records:
-            result.problems.append(f"{where}: a second record of {key}, skipped")
-            continue
-        result.records[key] = {**record, "key": key}
-    return result
+    records, problems = read_episodes(episodes)
+    return ResultsFolder(folder, run, records, problems)
 
 
 # ---------------------------------------------------------------------------------- merging
@@ -521,16 +535,36 @@ def merge_results(
     Raises:
         ResultsError: any of the above, naming the folders and episodes concerned.
     """
-    from lumos_gym import __version__
-    from lumos_gym.jsonl import write_json_atomic
-
     if not shard_dirs:
         raise ResultsError("name the results folders to merge")
     out_dir = Path(out)
     if (out_dir / "episodes.jsonl").exists():
         raise ResultsError(f"{out_dir} already holds results; merge into a new folder")
     folders = [read_results(p) for p in shard_dirs]
-    warnings = [p for f in folders for p in f.problems]
+    warnings = [p for f in folders for p in f.problems] + _check_one_run(folders)
+    absent = _absent_shards(folders, partial)
+    merged = _join_records(folders)
+    planned: set[str] = set()
+    for folder in folders:
+        planned.update(folder.planned or folder.records)
+    missing = sorted(planned - set(merged))
+    if missing and not partial:
+        raise ResultsError(
+            f"{len(missing)} planned episode(s) have no valid record: {_listing(missing)}; "
+            "run the shard again with the same --out to finish it (or pass --partial)"
+        )
+    # a record outside the plan is a result of a larger earlier run in the same folder
+    records = [merged[k] for k in sorted(merged) if k in planned]
+    run, count = _merged_run(folders, planned, len(records), missing, absent)
+    incomplete = bool(missing or absent)
+    summary = _write_merged(out_dir, records, run, count if incomplete else None)
+    return MergeReport(out_dir, summary, len(records), warnings, missing,
+                       count if incomplete else 0, [int(i) for i in absent])
+
+
+def _check_one_run(folders: Sequence[ResultsFolder]) -> list[str]:
+    """Refuse folders of different runs; return a warning when another lumos-gym made them."""
+    warnings = []
     _check_same(folders, "configurations", lambda f: f.run.get("fingerprint"))
     _check_same(folders, "lumos-gym versions", lambda f: f.run.get("lumos_gym"))
     version = folders[0].run.get("lumos_gym")
@@ -539,26 +573,40 @@ def merge_results(
             f"the shards were made by lumos-gym {version}, this is {__version__}: the summary "
             "is recomputed with this version's metrics"
         )
-    plans = [f.run.get("plan") or {} for f in folders]
     _check_same(folders, "episode plans (suite, envs, limits or seeds)",
                 lambda f: (f.run.get("plan") or {}).get("keys_sha256"))
+    return warnings
+
+
+def _absent_shards(folders: Sequence[ResultsFolder], partial: bool) -> list[str]:
+    """Return the shards of the split not given; refuse a mixed split or a shard given twice.
+
+    Raises:
+        ResultsError: whole runs mixed with shards, shards of different splits, a shard
+            given twice, or (unless ``partial``) a shard not given.
+    """
     shards = [f.shard for f in folders]
-    absent: list[str] = []
-    if any(s is not None for s in shards):
-        counts = {s[1] for s in shards if s is not None}
-        if None in shards or len(counts) > 1:
-            shown = ", ".join(f"{s[0]}/{s[1]}" if s else "whole" for s in shards)
-            raise ResultsError(f"merge shards of one split: every folder needs --shard I/N with "
-                               f"the same N (got {shown})")
-        seen: dict[int, Path] = {}
-        for folder, (i, _) in zip(folders, shards, strict=True):  # type: ignore[misc]
-            if i in seen:
-                raise ResultsError(f"{seen[i]} and {folder.path} are both shard {i}")
-            seen[i] = folder.path
-        n = counts.pop()
-        absent = [str(i) for i in range(1, n + 1) if i not in seen]
-        if absent and not partial:
-            raise ResultsError(f"shard(s) {', '.join(absent)} of {n} are not given")
+    if all(s is None for s in shards):
+        return []
+    counts = {s[1] for s in shards if s is not None}
+    if None in shards or len(counts) > 1:
+        shown = ", ".join(f"{s[0]}/{s[1]}" if s else "whole" for s in shards)
+        raise ResultsError(f"merge shards of one split: every folder needs --shard I/N with "
+                           f"the same N (got {shown})")
+    seen: dict[int, Path] = {}
+    for folder, (i, _) in zip(folders, shards, strict=True):  # type: ignore[misc]
+        if i in seen:
+            raise ResultsError(f"{seen[i]} and {folder.path} are both shard {i}")
+        seen[i] = folder.path
+    n = counts.pop()
+    absent = [str(i) for i in range(1, n + 1) if i not in seen]
+    if absent and not partial:
+        raise ResultsError(f"shard(s) {', '.join(absent)} of {n} are not given")
+    return absent
+
+
+def _join_records(folders: Sequence[ResultsFolder]) -> dict[str, dict[str, Any]]:
+    """Return every folder's records by key; refuse an episode found in two folders."""
     owner: dict[str, Path] = {}
     overlap: list[str] = []
     merged: dict[str, dict[str, Any]] = {}
@@ -572,26 +620,22 @@ def merge_results(
     if overlap:
         raise ResultsError(f"{len(overlap)} episode(s) are in more than one folder: "
                            f"{_listing(overlap)}")
-    planned: set[str] = set()
-    for folder in folders:
-        planned.update(folder.planned or folder.records)
-    total = plans[0].get("episodes")
-    missing = sorted(planned - set(merged))
-    if missing and not partial:
-        raise ResultsError(
-            f"{len(missing)} planned episode(s) have no valid record: {_listing(missing)}; "
-            "run the shard again with the same --out to finish it (or pass --partial)"
-        )
-    extra = sorted(set(merged) - planned)
-    for key in extra:  # results of a larger earlier run in the same folder
-        del merged[key]
-    records = [merged[k] for k in sorted(merged)]
-    out_dir.mkdir(parents=True, exist_ok=True)
-    with open(out_dir / "episodes.jsonl", "w", encoding="utf-8") as f:
-        for record in records:
-            f.write(json.dumps(record, ensure_ascii=False, sort_keys=True) + "\n")
+    return merged
+
+
+def _merged_run(
+    folders: Sequence[ResultsFolder], planned: set[str], merged: int, missing: list[str],
+    absent: list[str],
+) -> tuple[dict[str, Any], int]:
+    """Return the merged run.json and how many planned episodes it lacks.
+
+    The first folder's run.json, with the whole plan, where each shard came from and, when
+    episodes or shards are missing, which.
+    """
+    plan = folders[0].run.get("plan") or {}
+    total = plan.get("episodes")
     run = dict(folders[0].run)
-    run["plan"] = {**plans[0], "shard": None, "keys": sorted(planned),
+    run["plan"] = {**plan, "shard": None, "keys": sorted(planned),
                    "episodes": total if total is not None else len(planned)}
     run["merged_from"] = [
         {"path": str(f.path), "shard": list(f.shard) if f.shard else None,
@@ -600,18 +644,32 @@ def merge_results(
         for f in folders
     ]
     # with shards not given, their keys are unknown here: the plan's count says how many
-    count = (total if total is not None else len(planned)) - len(records)
+    count = (total if total is not None else len(planned)) - merged
     if missing or absent:
         run["missing"] = missing
         run["partial"] = {"absent_shards": [int(i) for i in absent], "missing_episodes": count}
+    return run, count
+
+
+def _write_merged(
+    out_dir: Path, records: Sequence[Mapping[str, Any]], run: Mapping[str, Any],
+    missing: int | None,
+) -> dict[str, Any]:
+    """Write the merged folder (episodes sorted by key, run.json, summary.json); return the summary.
+
+    ``missing``: the planned episodes not merged, noted in the summary (None: none).
+    """
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with open(out_dir / "episodes.jsonl", "w", encoding="utf-8") as f:
+        for record in records:
+            f.write(json.dumps(record, ensure_ascii=False, sort_keys=True) + "\n")
     write_json_atomic(out_dir / "run.json", run)
     summary = summarize(records)
     summary["provenance"] = provenance_for_summary(run)
-    if missing or absent:
-        summary["missing_episodes"] = count
+    if missing is not None:
+        summary["missing_episodes"] = missing
     write_json_atomic(out_dir / "summary.json", summary)
-    return MergeReport(out_dir, summary, len(records), warnings, missing,
-                       count if missing or absent else 0, [int(i) for i in absent])
+    return summary
 
 
 def provenance_for_summary(run: Mapping[str, Any]) -> dict[str, Any]:

@@ -279,7 +279,7 @@ def evaluate_agent(
     batch_size: int, progress: bool, agent_config: Any = None,
 ) -> list[dict[str, Any]]:
     """Run ``agent`` with role → model folders (empty: the untrained base) on the suite."""
-    from lumos_gym.leaderboard.evaluate import ModelOptions, evaluate
+    from lumos_gym.leaderboard.evaluate import ModelOptions, RunConfig, evaluate  # step 4 only
 
     options = ModelOptions(
         planner=models.get("planner"), grounder=models.get("grounder"),
@@ -288,11 +288,11 @@ def evaluate_agent(
     records: list[dict[str, Any]] = []
     for entry in suite:
         name = entry.env_id.split("/")[-1]
-        result = evaluate(
+        result = evaluate(RunConfig(
             agent, envs=[entry.env_id], env_kwargs=dict(entry.kwargs), limit=entry.limit,
             models=options, out=out / name, resume=True, progress=progress,
             agent_config=agent_config,
-        )
+        ))
         records.extend(result.records)
     return records
 

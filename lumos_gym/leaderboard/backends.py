@@ -1,0 +1,37 @@
+"""The model backends of an agent's roles for a run (built here, or in each Ray worker)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import replace
+
+from lumos_gym.agents.base import Agent
+from lumos_gym.models.base import Backend
+from lumos_gym.models.factory import BackendSet, ModelOptions, build_backends
+from lumos_gym.models.reference import reference_models
+
+
+def with_reference(agent_name: str, options: ModelOptions) -> ModelOptions:
+    """``options`` with the agent's shipped reference adapters when nothing else is named."""
+    if not options.reference or options.backend != "hf" or options.names_a_model():
+        return options
+    models = reference_models(agent_name)
+    if not models:
+        return options
+    return replace(options, planner=models.get("planner"), grounder=models.get("grounder"))
+
+
+def agent_backends(
+    agent: Agent, options: ModelOptions, backends: Mapping[str, Backend] | None = None
+) -> BackendSet:
+    """The backends of ``agent``'s roles (none for an agent without roles).
+
+    ``backends`` as given, else built from ``options``, with the agent's reference adapters
+    when no model is named.
+    """
+    built = BackendSet()
+    if backends is not None:
+        built.update(backends)
+    elif agent.roles:
+        built = build_backends(agent.roles, with_reference(agent.name, options))
+    return built

@@ -1,0 +1,132 @@
+"""The results folder a run writes: its append-only episodes file, and when it may append.
+
+A run appends each finished episode to ``episodes.jsonl`` through :class:`ResultsFile` (one
+line, flushed and fsynced, so a killed run loses nothing). A folder that already holds
+episodes is refused unless the run resumes the same run: :func:`check_existing` (the agent
+and the plan, before any model loads) and :func:`check_resumable` (the models and the shard,
+once built).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from lumos_gym import __version__
+from lumos_gym.agents.base import Agent
+from lumos_gym.errors import EvaluationError
+from lumos_gym.jsonl import append_jsonl, drop_partial_line
+from lumos_gym.leaderboard.provenance import portable_paths
+from lumos_gym.leaderboard.results import ResultsError, differences, read_episodes
+
+
+class ResultsFile:
+    """An append-only JSONL file of episode records that survives a kill.
+
+    Each record is one line, flushed and fsynced. On opening, a torn last line is cut off and
+    the complete lines are read back (:func:`~lumos_gym.leaderboard.results.read_episodes`,
+    strictly: their keys, recomputed from each record's env, arguments, task and seed, say
+    which episodes are done); any other unreadable line is an error, never silently dropped.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.done: dict[str, dict[str, Any]] = {}
+        drop_partial_line(path)
+        if path.exists():
+            try:
+                self.done, _ = read_episodes(path, strict=True)
+            except ResultsError as e:
+                raise EvaluationError(
+                    f"{e}; move the file away or pass another --out (lumos-gym merge skips "
+                    "such lines)"
+                ) from None
+        self._file: Any = None  # opened by the first append
+
+    def append(self, record: Mapping[str, Any]) -> None:
+        """Write one record durably."""
+        if self._file is None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._file = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 (close())
+        append_jsonl(self._file, record)
+        self.done[record["key"]] = dict(record)
+
+    def close(self) -> None:
+        """Close the file."""
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+
+def check_existing(
+    out_dir: Path, done: Mapping[str, Any], plan: Mapping[str, Any], agent: Agent, resume: bool
+) -> None:
+    """Refuse a folder holding episodes unless ``--resume`` continues the same run in it.
+
+    Checked before any model loads: the agent and its settings (the models are checked once
+    built, by :func:`check_resumable`), and the plan: every episode there must belong to this
+    run's episodes (a larger ``--limit`` extends a run; another suite, limit or seed would mix
+    two runs in one folder).
+    """
+    recorded = None
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        fingerprint_there = json.loads((out_dir / "run.json").read_text("utf-8"))["fingerprint"]
+        recorded = fingerprint_there.get("agent")
+    now = portable_paths(json.loads(json.dumps(agent.describe(), default=str)))
+    if recorded is not None and recorded != now:
+        raise EvaluationError(_other_configuration(out_dir, {"agent": recorded}, {"agent": now}))
+    count = f"{len(done)} episode{'s' if len(done) != 1 else ''}"
+    if not resume:
+        raise EvaluationError(
+            f"{out_dir} already holds {count}; pass --resume to continue that run (only the "
+            "episodes not there are run), or another --out"
+        )
+    outside = sorted(k for k in done if k not in plan)
+    if outside:
+        raise EvaluationError(
+            f"{out_dir} holds {len(outside)} of its {count} outside this run's plan (e.g. "
+            f"{outside[0]}): they were made with other envs, suite, --limit or seeds, and "
+            "resuming would mix two runs; pass another --out"
+        )
+
+
+def check_resumable(
+    out_dir: Path, expected: Mapping[str, Any], shard: tuple[int, int] | None = None
+) -> None:
+    """Refuse to append to results made with another agent, model configuration or shard.
+
+    Results of another lumos-gym version are resumed with a warning (the episodes already
+    there were scored by that version).
+    """
+    path = out_dir / "run.json"
+    if not path.exists() or not (out_dir / "episodes.jsonl").exists():
+        return
+    try:
+        recorded_run = json.loads(path.read_text(encoding="utf-8"))
+        recorded = recorded_run.get("fingerprint")
+    except (ValueError, AttributeError):
+        recorded_run, recorded = {}, None
+    if recorded is not None and recorded != expected:
+        raise EvaluationError(_other_configuration(out_dir, recorded, expected))
+    plan = recorded_run.get("plan") or {}
+    before = tuple(plan["shard"]) if plan.get("shard") else None
+    if "plan" in recorded_run and before != shard:
+        shown = [f"shard {s[0]}/{s[1]}" if s else "the whole run" for s in (before, shard)]
+        raise EvaluationError(f"{out_dir} holds {shown[0]}, not {shown[1]}; pass another --out")
+    version = recorded_run.get("lumos_gym")
+    if version and version != __version__:
+        print(f"warning: {out_dir} was started by lumos-gym {version}, this is {__version__}",
+              file=sys.stderr)
+
+
+def _other_configuration(out_dir: Path, recorded: Any, now: Any) -> str:
+    """The refusal of a folder holding another configuration, naming what differs."""
+    found = differences(recorded, json.loads(json.dumps(now, default=str)),
+                        names=("there", "now"))
+    shown = "; ".join(found[:6]) + (f"; and {len(found) - 6} more" if len(found) > 6 else "")
+    return (f"{out_dir} holds results of another configuration ({shown or 'fingerprints differ'});"
+            " pass another --out, or delete the folder to start again")

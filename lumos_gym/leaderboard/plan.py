@@ -1,0 +1,205 @@
+"""The episode plan of a run: which episodes of which envs, and which of them this shard runs.
+
+:func:`plan_env` builds an env once to list its episodes (tasks × seeds) and record its
+provenance; :func:`plan_episodes` does so for every entry of a run, keys each episode
+(:func:`spec_key`) and selects one shard of them (:func:`shard_keys`: round-robin over the
+sorted keys).
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import gymnasium as gym
+
+from lumos_gym.agents.runner import EpisodeSpec
+from lumos_gym.envs.registration import make_env
+from lumos_gym.errors import EvaluationError, LumosGymError
+from lumos_gym.leaderboard.provenance import data_provenance
+from lumos_gym.leaderboard.results import ResultsError, episode_key, keys_sha256
+from lumos_gym.leaderboard.suites import SuiteEntry
+
+
+@dataclass
+class EnvPlan:
+    """The episodes of one env and its provenance."""
+
+    entry: SuiteEntry
+    specs: list[EpisodeSpec]
+    provenance: dict[str, Any]
+
+
+def plan_env(entry: SuiteEntry, *, seed: int | None = None, privileged: bool = False) -> EnvPlan:
+    """Build the env of ``entry`` once: its episodes (tasks × seeds) and its provenance.
+
+    Args:
+        entry: the env, its arguments, tasks, step limit and seeds.
+        seed: one seed for every episode, overriding the entry's seeds.
+        privileged: build the envs with their ``replay_options`` (the oracle agent).
+    """
+    kwargs = dict(entry.kwargs)
+    if entry.max_steps is not None:
+        kwargs["max_episode_steps"] = entry.max_steps  # taken by gymnasium.make
+    env = make_env(entry.env_id, **kwargs)
+    try:
+        unwrapped = env.unwrapped
+        available = unwrapped.task_ids()
+        replay_options = dict(getattr(unwrapped, "replay_options", {}))
+        provenance = _env_provenance(entry, env, kwargs, len(available))
+    finally:
+        env.close()
+    task_ids = _task_ids(entry, available)
+    seeds = [seed] if seed is not None else list(entry.seeds or (0,))
+    if privileged:
+        # an agent that reads gold trajectories replays them as the env's checks do
+        # (reference backends for model-backed tools), so it needs no model
+        if not _takes(type(unwrapped), "privileged"):
+            raise EvaluationError(
+                f"{entry.env_id} does not take privileged=True, which the oracle needs to read "
+                "gold actions: add `privileged: bool = False` to its __init__ and pass it on to "
+                "LumosEnv.__init__ (docs/adding-an-env.md)"
+            )
+        kwargs.update({"privileged": True, **replay_options})
+    specs = [EpisodeSpec(entry.env_id, t, kwargs, s) for t in task_ids for s in seeds]
+    provenance.update({"task_ids": task_ids, "seeds": seeds})
+    return EnvPlan(entry, specs, provenance)
+
+
+def _env_provenance(
+    entry: SuiteEntry, env: gym.Env, kwargs: Mapping[str, Any], available: int
+) -> dict[str, Any]:
+    """What ``run.json`` records of one built env: its id, version, kind and data."""
+    unwrapped = env.unwrapped
+    spec = env.spec
+    provenance = {
+        "env_id": entry.env_id,
+        "kwargs": dict(kwargs),
+        "version": spec.version if spec is not None else None,
+        "entry_point": str(spec.entry_point) if spec is not None else None,
+        "env_version": getattr(unwrapped, "version", None),
+        "max_episode_steps": spec.max_episode_steps if spec is not None else None,
+        "task_type": getattr(unwrapped, "task_type", None),
+        "primary_metric": getattr(unwrapped, "primary_metric", None),
+        "tasks_available": available,
+        "data": data_provenance(env, kwargs),
+    }
+    source_split = (provenance["data"].get("source") or {}).get("split")
+    provenance["split"] = getattr(unwrapped, "split", None) or source_split or kwargs.get("split")
+    return provenance
+
+
+def _task_ids(entry: SuiteEntry, available: Sequence[str]) -> list[str]:
+    """The entry's tasks (its ``task_ids``, else every task), the first ``limit`` of them."""
+    if entry.task_ids is None:
+        return list(available)[: entry.limit]
+    unknown = [t for t in entry.task_ids if t not in set(available)]
+    if unknown:
+        raise EvaluationError(
+            f"{entry.env_id} has no task(s) {', '.join(unknown[:5])}"
+            f"{' ...' if len(unknown) > 5 else ''} (with {dict(entry.kwargs)})"
+        )
+    return list(entry.task_ids)[: entry.limit]
+
+
+def _takes(cls: type, name: str) -> bool:
+    """Whether ``cls(...)`` accepts the keyword ``name`` (named, or through ``**kwargs``)."""
+    try:
+        parameters = inspect.signature(cls).parameters.values()
+    except (TypeError, ValueError):  # no signature to read: let the call decide
+        return True
+    return any(p.name == name or p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters)
+
+
+def episode_specs(
+    entries: Iterable[SuiteEntry], *, seed: int | None = None, privileged: bool = False
+) -> list[EpisodeSpec]:
+    """Return one episode per task and seed of each entry (the first ``limit`` tasks).
+
+    With ``privileged`` (the oracle agent), envs are built with their ``replay_options``.
+    """
+    return [s for e in entries for s in plan_env(e, seed=seed, privileged=privileged).specs]
+
+
+def spec_key(spec: EpisodeSpec) -> str:
+    """Return the results key of an episode (its env, arguments, task and seed)."""
+    return episode_key(spec.env_id, spec.env_kwargs, spec.task_id, spec.seed)
+
+
+# ---------------------------------------------------------------------------------- shards
+def parse_shard(text: str) -> tuple[int, int]:
+    """Parse ``"i/n"`` (1 <= i <= n) into ``(i, n)``."""
+    left, sep, right = str(text).partition("/")
+    try:
+        i, n = int(left), int(right)
+    except ValueError:
+        i = n = 0
+    if not sep or n < 1 or not 1 <= i <= n:
+        raise ResultsError(f"--shard takes I/N with 1 <= I <= N (e.g. 1/4), got {text!r}")
+    return i, n
+
+
+def shard_keys(keys: Iterable[str], shard: tuple[int, int]) -> list[str]:
+    """Return shard ``i`` of ``n``: round-robin over the sorted keys (positions i-1, i-1+n...).
+
+    Sorted keys group episodes by env, so every shard gets a near-equal part of every env.
+    """
+    i, n = shard
+    return sorted(set(keys))[i - 1 :: n]
+
+
+# ------------------------------------------------------------------------------- the plan
+@dataclass
+class EpisodePlan:
+    """The episodes of a run.
+
+    Attributes:
+        envs: each env's plan, in the order of the run's entries.
+        by_key: every planned episode by its key (every shard's).
+        selected: the keys this run executes, sorted (one shard's, or all).
+        shard: ``(i, n)``, or None for the whole run.
+    """
+
+    envs: list[EnvPlan]
+    by_key: dict[str, EpisodeSpec]
+    selected: list[str]
+    shard: tuple[int, int] | None = None
+
+    def kinds(self) -> dict[str, tuple[Any, Any]]:
+        """Return env id → (task type, primary metric), written into every episode record."""
+        return {p.entry.env_id: (p.provenance["task_type"], p.provenance["primary_metric"])
+                for p in self.envs}
+
+    def describe(self) -> dict[str, Any]:
+        """Return the plan as ``run.json`` records it (the identity of a run and its shard)."""
+        return {
+            "episodes": len(self.by_key), "keys_sha256": keys_sha256(self.by_key),
+            "shard": list(self.shard) if self.shard else None, "keys": self.selected,
+        }
+
+
+def plan_episodes(
+    entries: Iterable[SuiteEntry], *, seed: int | None = None, privileged: bool = False,
+    shard: tuple[int, int] | None = None,
+) -> EpisodePlan:
+    """Plan every entry's env (see :func:`plan_env`) and select the episodes of ``shard``.
+
+    Raises:
+        EvaluationError: envs that cannot be planned, all of them named at once (every missing
+            data file in one message, not one per attempt).
+    """
+    plans, failed = [], []
+    for entry in entries:
+        try:
+            plans.append(plan_env(entry, seed=seed, privileged=privileged))
+        except LumosGymError as e:
+            failed.append(str(e))
+    if len(failed) == 1:
+        raise EvaluationError(failed[0])
+    if failed:
+        raise EvaluationError(f"{len(failed)} envs cannot be planned:\n  " + "\n  ".join(failed))
+    by_key = {spec_key(s): s for plan in plans for s in plan.specs}
+    selected = shard_keys(by_key, shard) if shard else sorted(by_key)
+    return EpisodePlan(plans, by_key, selected, shard)

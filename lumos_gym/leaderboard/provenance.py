@@ -1,0 +1,205 @@
+"""Provenance: what made a run, written into ``run.json`` and ``summary.json``.
+
+:func:`provenance` records the code (version, git commit), the agent, each role's model and
+adapters (with checksums), decoding, the machine and the library versions;
+:func:`data_provenance` where each env's tasks come from, with checksums; :func:`fingerprint`
+what must match for a run to resume another. :func:`portable_paths` writes this machine's
+paths so that they travel between checkouts.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+
+import lumos_gym
+from lumos_gym import __version__
+from lumos_gym.agents.base import Agent
+from lumos_gym.envs.sources import file_sha256, tasks_sha256
+from lumos_gym.jsonl import cache_root
+from lumos_gym.models.base import Backend
+
+
+def portable_paths(value: Any) -> Any:
+    """``value`` (JSON-like) with this machine's paths written so that they travel.
+
+    A path inside the installed package becomes ``<lumos_gym>/...`` (the shipped reference
+    adapters), one inside the cache ``<cache>/...`` (the converted default model), one inside
+    the home folder ``~/...``; other strings are kept. Results folders then carry no machine
+    path of these kinds, and a run resumes from another checkout of the same code.
+    """
+    roots = [(str(Path(lumos_gym.__file__).resolve().parent), "<lumos_gym>"),
+             (str(cache_root().resolve()), "<cache>"),
+             (str(Path("~").expanduser().resolve()), "~")]
+
+    def convert(item: Any) -> Any:
+        if isinstance(item, dict):  # keys too: adapter checksums are keyed by folder
+            return {convert(k): convert(v) for k, v in item.items()}
+        if isinstance(item, list):
+            return [convert(v) for v in item]
+        if isinstance(item, str) and item.startswith(os.sep):
+            for root, name in roots:
+                if item == root or item.startswith(root + os.sep):
+                    return name + item[len(root):]
+        return item
+
+    return convert(value)
+
+
+def fingerprint(agent: Agent, backends: Mapping[str, Backend]) -> dict[str, Any]:
+    """Return what must match for a run to resume another: the agent and each role's model."""
+    models = {}
+    for role, backend in sorted(backends.items()):
+        info = backend.info()
+        models[role] = [info.backend, info.model_id, info.details.get("adapter")]
+    return portable_paths(
+        json.loads(json.dumps({"agent": agent.describe(), "models": models}, default=str))
+    )
+
+
+def _file_digest(path: Path) -> str | None:
+    try:
+        return file_sha256(path) if path.is_file() else None
+    except OSError:
+        return None
+
+
+def data_provenance(env: gym.Env, kwargs: Mapping[str, Any]) -> dict[str, Any]:
+    """Return where an env's tasks come from, with checksums.
+
+    Covered: an env built on a task source (``env.source``: bundled, official and hub files
+    with their SHA-256, generator parameters with a checksum of the generated tasks); any
+    ``data_path``/``path`` attribute of the unwrapped env and any constructor argument that
+    names an existing file (SHA-256) or folder (path only: folders can be large); and always
+    ``tasks_sha256``, a checksum of the env's tasks (ids, questions, answers), which covers
+    envs that build their task lists themselves.
+    """
+    unwrapped = env.unwrapped
+    info: dict[str, Any] = {}
+    source = getattr(unwrapped, "source", None)
+    if source is not None and hasattr(source, "describe"):
+        try:
+            info["source"] = source.describe()
+        except Exception as e:  # provenance must never stop a run
+            info["source"] = {"error": str(e)}
+    files: dict[str, Any] = {}
+    candidates = {f"attr:{a}": getattr(unwrapped, a, None) for a in ("data_path", "path")}
+    candidates.update({f"kwarg:{k}": v for k, v in kwargs.items()})
+    for name, value in candidates.items():
+        if not isinstance(value, str | os.PathLike) or not str(value):
+            continue
+        path = Path(value).expanduser()
+        try:
+            if path.is_file():
+                files[name] = {"path": str(value), "sha256": _file_digest(path)}
+            elif path.is_dir():
+                files[name] = {"path": str(value), "sha256": None}
+        except OSError:
+            continue
+    if files:
+        info["files"] = files
+    try:
+        info["tasks_sha256"] = tasks_sha256(list(getattr(unwrapped, "tasks", [])))
+    except (TypeError, ValueError):
+        info["tasks_sha256"] = None
+    return info
+
+
+def _git() -> dict[str, Any] | None:
+    """Return the commit (and whether the tree differs from it) of a git checkout, else None."""
+    root = Path(__file__).resolve().parents[2]
+    if not (root / ".git").exists():
+        return None
+    try:
+        commit = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True,
+            timeout=10, check=True,
+        ).stdout.strip()
+        status = subprocess.run(
+            ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True, text=True, timeout=20, check=True,
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return {"commit": commit or None, "dirty": bool(status.strip())}
+
+
+def _hardware() -> dict[str, Any]:
+    """Return the CPU model and count, and the GPUs when torch is already loaded."""
+    cpu = platform.processor() or None
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    info: dict[str, Any] = {"cpu": cpu, "cpu_count": os.cpu_count(), "gpus": []}
+    torch = sys.modules.get("torch")  # only a backend that loaded torch can use a GPU
+    if torch is not None:
+        try:
+            if torch.cuda.is_available():
+                count = torch.cuda.device_count()
+                info["gpus"] = [torch.cuda.get_device_name(i) for i in range(count)]
+        except Exception:  # provenance must never stop a run
+            pass
+    return info
+
+
+def _adapter_checksums(backends: Mapping[str, Backend]) -> dict[str, dict[str, str | None]]:
+    """Return role → adapter folder → SHA-256 of its ``adapter_model.safetensors`` (or .bin)."""
+    out: dict[str, dict[str, str | None]] = {}
+    for role, backend in sorted(backends.items()):
+        folders = backend.info().details.get("adapters") or {}
+        for folder in dict(folders).values():
+            base = Path(str(folder))
+            weights = [base / "adapter_model.safetensors", base / "adapter_model.bin"]
+            found = next((w for w in weights if w.is_file()), None)
+            out.setdefault(role, {})[str(folder)] = _file_digest(found) if found else None
+    return out
+
+
+def provenance(
+    agent: Agent, backends: Mapping[str, Backend], argv: Sequence[str] | None
+) -> dict[str, Any]:
+    """Return what made a run: code, agent, models, decoding, machine (for run.json).
+
+    The caller adds the envs, the suite, the plan and the fingerprint.
+    """
+    versions = {}
+    for package in ("gymnasium", "numpy", "torch", "transformers", "peft", "sympy", "vllm"):
+        try:
+            versions[package] = metadata.version(package)
+        except metadata.PackageNotFoundError:
+            continue
+    described = agent.describe()
+    config = dict(described.get("config") or {})
+    backend_info = {role: vars(b.info()) for role, b in sorted(backends.items())}
+    return portable_paths(json.loads(json.dumps({
+        "lumos_gym": __version__,
+        "git": _git(),
+        "argv": list(argv) if argv is not None else None,
+        "agent": described,
+        "decoding": {k: config.get(k) for k in ("max_new_tokens", "temperature", "seed",
+                                                 "max_rounds")},
+        "backends": backend_info,
+        "backend": sorted({info["backend"] for info in backend_info.values()}),
+        "models": {role: info["model_id"] for role, info in backend_info.items()},
+        "adapters": _adapter_checksums(backends),
+        "hardware": _hardware(),
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "versions": versions,
+        "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    }, default=str)))
