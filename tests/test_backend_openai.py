@@ -219,18 +219,16 @@ def test_completions_mode_refuses_chat_requests(echo: tuple[str, FastAPI, EchoBa
 
 def test_unknown_model_fails_fast_and_clearly(echo: tuple[str, FastAPI, EchoBackend]) -> None:
     url, _, _ = echo
-    start = time.monotonic()
     with pytest.raises(
         BackendError, match=r"'echo-modle' is not served.*Did you mean 'echo-model'"
     ):
         OpenAIBackend("echo-modle", base_url=url)  # no /v1: appended
-    assert time.monotonic() - start < 2
     # Without the check, a 404 is final at once: an error completion, no retry.
     with OpenAIBackend("echo-modle", base_url=url, check=False, backoff=5) as backend:
         [completion] = backend.generate([prompt("x")])
     assert completion.stop_reason == "error"
     assert "HTTP 404" in completion.error and "does not exist" in completion.error
-    assert time.monotonic() - start < 3
+    assert "attempts" not in completion.error  # a retried failure says "gave up after N attempts"
 
 
 def test_backend_failure_is_a_500_and_an_error_completion(
@@ -370,11 +368,8 @@ def test_429_and_500_are_retried_until_the_budget_runs_out() -> None:
 def test_client_errors_are_not_retried(status: int) -> None:
     app = scripted_app([(status, error_body("your request is wrong"), {})])
     with running(app) as url, client(url, max_retries=4, backoff=5) as backend:
-        start = time.monotonic()
         good, bad = backend.generate([prompt("a"), prompt("b")])
-        elapsed = time.monotonic() - start
     assert app.state.calls == 2  # one per request, never a second attempt
-    assert elapsed < 2
     for completion in (good, bad):
         assert completion.stop_reason == "error"
         assert f"HTTP {status}: your request is wrong" in completion.error
@@ -416,11 +411,8 @@ def test_timeouts_are_retried_then_reported() -> None:
         return {}
 
     with running(app) as url, client(url, timeout=0.1, max_retries=1) as backend:
-        start = time.monotonic()
         [completion] = backend.generate([prompt("x")])
-        elapsed = time.monotonic() - start
     assert app.state.calls == 2
-    assert elapsed < 0.5
     assert completion.stop_reason == "error" and "timed out" in completion.error
 
 
@@ -430,12 +422,10 @@ def test_unreachable_server_fails_fast() -> None:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         url = f"http://127.0.0.1:{sock.getsockname()[1]}"
-        start = time.monotonic()
         with pytest.raises(BackendError, match="cannot reach the OpenAI-compatible server"):
             OpenAIBackend(MODEL, base_url=f"{url}/v1", timeout=2)
         with client(url, max_retries=2) as backend:
             [completion] = backend.generate([prompt("x")])
-        assert time.monotonic() - start < 3
     assert completion.stop_reason == "error"
     assert "ConnectError" in completion.error and "3 attempts" in completion.error
 
@@ -517,11 +507,14 @@ def test_no_server_thread_is_left_behind() -> None:
     assert leftover == []
 
 
-def test_serve_on_a_busy_port_fails_before_loading_the_model(loopback_server):
+def test_serve_on_a_busy_port_fails_before_loading_the_model(loopback_server, monkeypatch):
+    from lumos_gym.models import hf
     from lumos_gym.models.serve import serve
 
+    def no_model(*args, **kwargs):
+        raise AssertionError("the model was loaded before the port was checked")
+
+    monkeypatch.setattr(hf, "HFBackend", no_model)
     port, _ = loopback_server
-    started = time.monotonic()
     with pytest.raises(BackendError, match=f"cannot serve on 127.0.0.1:{port} .*another --port"):
         serve("smollm2-135m", host="127.0.0.1", port=port)
-    assert time.monotonic() - started < 5  # no model was loaded

@@ -1,7 +1,6 @@
 import builtins
 import random
 import re
-import time
 from pathlib import Path
 
 import pytest
@@ -252,10 +251,8 @@ MARKER = Path("/tmp") / f"lumos-gym-math-pwned-{random.random()}"
     ],
 )
 def test_injections_and_bombs_are_refused_quickly(formula):
-    start = time.perf_counter()
-    with pytest.raises(ToolError):
+    with pytest.raises(ToolError):  # how quickly: benchmarks/time_bounds.py
         calc(formula)
-    assert time.perf_counter() - start < 1.0
     assert not MARKER.exists()
 
 
@@ -372,10 +369,8 @@ def test_solve_equation_errors(action, needle):
 
 def test_solving_stops_at_the_time_limit(monkeypatch):
     monkeypatch.setattr(mt, "TIME_LIMIT", 0.05)
-    start = time.perf_counter()
     with pytest.raises(ToolError, match="gave up"):
         run("R1 = SolveEquation(exp(x) = x^10)")
-    assert time.perf_counter() - start < 1.0
 
 
 @pytest.mark.parametrize(
@@ -537,11 +532,9 @@ _FORMULAS = st.recursive(
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_FORMULAS)
 def test_calculator_on_random_formulas_is_fast_and_total(formula):
-    start = time.perf_counter()
     try:
         value = calc(formula, R1="3 + 4")
     except ToolError:
         value = None
-    assert time.perf_counter() - start < 2.0
     if value is not None and not re.search(r"[a-zA-Z]", value):
         calc(value)  # a numeric value reads back

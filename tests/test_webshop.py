@@ -7,7 +7,6 @@ import json
 import re
 import socket
 import threading
-import time
 
 import gymnasium as gym
 import pytest
@@ -109,10 +108,8 @@ GOAL = Goal(
 
 # ------------------------------------------------------------------------------ catalogue
 def test_catalog_is_deterministic_large_and_fast():
-    started = time.perf_counter()
-    first = generate_catalog(seed=3, num_products=1200)
-    elapsed = time.perf_counter() - started
-    assert len(first) == 1200 and elapsed < 2.0
+    first = generate_catalog(seed=3, num_products=1200)  # its time: benchmarks/time_bounds.py
+    assert len(first) == 1200
     assert list(first) == list(generate_catalog(seed=3, num_products=1200))
     assert list(first) != list(generate_catalog(seed=4, num_products=1200))
     assert all(re.fullmatch(r"B0[A-Z0-9]{8}", p.asin) for p in first)

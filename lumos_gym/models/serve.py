@@ -366,15 +366,24 @@ def create_app(
     app.state.batcher = batcher
     app.state.model_name = model_name
     _install_error_handlers(app)
+    _add_info_routes(app, model_name, created)
+    _add_generation_routes(app, batcher, model_name)
+    return app
 
-    def check_model(name: str) -> None:
-        if name != model_name:
-            raise APIError(
-                404,
-                f"The model {name!r} does not exist; this server serves {model_name!r}.",
-                param="model",
-                code="model_not_found",
-            )
+
+def _check_model(name: str, model_name: str) -> None:
+    """Refuse (404) a request for a model other than the served one."""
+    if name != model_name:
+        raise APIError(
+            404,
+            f"The model {name!r} does not exist; this server serves {model_name!r}.",
+            param="model",
+            code="model_not_found",
+        )
+
+
+def _add_info_routes(app: FastAPI, model_name: str, created: int) -> None:
+    """``GET /health`` and ``GET /v1/models``."""
 
     @app.get("/health")
     async def health() -> dict[str, str]:
@@ -385,22 +394,15 @@ def create_app(
         model = {"id": model_name, "object": "model", "created": created, "owned_by": "lumos-gym"}
         return {"object": "list", "data": [model]}
 
+
+def _add_generation_routes(app: FastAPI, batcher: MicroBatcher, model_name: str) -> None:
+    """``POST /v1/completions`` and ``POST /v1/chat/completions``, both through ``batcher``."""
+
     @app.post("/v1/completions")
     async def completions(body: CompletionBody) -> dict[str, Any]:
-        check_model(body.model)
+        _check_model(body.model, model_name)
         body.check_supported()
-        prompts = [body.prompt] if isinstance(body.prompt, str) else body.prompt
-        requests = [
-            GenerationRequest(
-                prompt=prompt,
-                stop=body.stop_strings(),
-                max_new_tokens=body.max_tokens or DEFAULT_COMPLETION_MAX_TOKENS,
-                temperature=body.temperature,
-                seed=body.seed or 0,
-            )
-            for prompt in prompts
-        ]
-        results = await _generate(batcher, requests)
+        results = await _generate(batcher, _completion_requests(body))
         choices = [
             {"index": i, "text": c.text, "logprobs": None, "finish_reason": c.stop_reason}
             for i, c in enumerate(results)
@@ -409,16 +411,9 @@ def create_app(
 
     @app.post("/v1/chat/completions")
     async def chat_completions(body: ChatBody) -> dict[str, Any]:
-        check_model(body.model)
+        _check_model(body.model, model_name)
         body.check_supported()
-        request = GenerationRequest(
-            messages=tuple(message.as_dict() for message in body.messages),
-            stop=body.stop_strings(),
-            max_new_tokens=body.max_completion_tokens or body.max_tokens or DEFAULT_CHAT_MAX_TOKENS,
-            temperature=body.temperature,
-            seed=body.seed or 0,
-        )
-        results = await _generate(batcher, [request])
+        results = await _generate(batcher, [_chat_request(body)])
         choices = [
             {
                 "index": 0,
@@ -429,7 +424,31 @@ def create_app(
         ]
         return _answer("chatcmpl", "chat.completion", model_name, choices, results)
 
-    return app
+
+def _completion_requests(body: CompletionBody) -> list[GenerationRequest]:
+    """One request per prompt of a completions call."""
+    prompts = [body.prompt] if isinstance(body.prompt, str) else body.prompt
+    return [
+        GenerationRequest(
+            prompt=prompt,
+            stop=body.stop_strings(),
+            max_new_tokens=body.max_tokens or DEFAULT_COMPLETION_MAX_TOKENS,
+            temperature=body.temperature,
+            seed=body.seed or 0,
+        )
+        for prompt in prompts
+    ]
+
+
+def _chat_request(body: ChatBody) -> GenerationRequest:
+    """The request of a chat call."""
+    return GenerationRequest(
+        messages=tuple(message.as_dict() for message in body.messages),
+        stop=body.stop_strings(),
+        max_new_tokens=body.max_completion_tokens or body.max_tokens or DEFAULT_CHAT_MAX_TOKENS,
+        temperature=body.temperature,
+        seed=body.seed or 0,
+    )
 
 
 async def _generate(batcher: MicroBatcher, requests: list[GenerationRequest]) -> list[Completion]:

@@ -51,6 +51,7 @@ import time
 import warnings
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import IO
 
 from lumos_gym.errors import SandboxError
 
@@ -383,29 +384,20 @@ def run_python(
         ValueError: for a non-positive limit.
         SandboxError: when the sandbox process cannot be started at all.
     """
-    limits = {
-        "timeout": timeout,
-        "memory_mb": memory_mb,
-        "max_file_mb": max_file_mb,
-        "max_open_files": max_open_files,
-        "max_output_bytes": max_output_bytes,
-        "max_processes": max_processes,
-    }
-    for name, value in limits.items():
-        if not value > 0:
-            raise ValueError(f"{name} must be positive, got {value!r}")
-    if cpu_seconds is not None and cpu_seconds <= 0:
-        raise ValueError(f"cpu_seconds must be positive, got {cpu_seconds!r}")
-
+    _check_limits(
+        cpu_seconds,
+        timeout=timeout,
+        memory_mb=memory_mb,
+        max_file_mb=max_file_mb,
+        max_open_files=max_open_files,
+        max_output_bytes=max_output_bytes,
+        max_processes=max_processes,
+    )
     flags = namespace_flags(network)
-    isolated = "-n" in flags
-    if not network and not isolated:
+    if not network and "-n" not in flags:
         _warn_network_open()
-    pidns = "-p" in flags
-    in_userns = "-r" in flags
     # RLIMIT_NPROC counts per user; only a user namespace of our own makes that the sandbox.
-    nproc = max_processes if in_userns and os.geteuid() != 0 else None
-    prefix = [_unshare_path() or "unshare", *flags, "--"] if flags else []
+    nproc = max_processes if "-r" in flags and os.geteuid() != 0 else None
     rlimits = _rlimits(
         timeout=timeout,
         memory_mb=memory_mb,
@@ -414,7 +406,42 @@ def run_python(
         max_open_files=max_open_files,
         nproc=nproc,
     )
+    return _run_in_workdir(
+        code,
+        stdin,
+        flags=flags,
+        rlimits=rlimits,
+        timeout=timeout,
+        max_processes=max_processes,
+        max_output_bytes=max_output_bytes,
+    )
 
+
+def _check_limits(cpu_seconds: int | None, **limits: float) -> None:
+    """Refuse a limit that is not positive (``cpu_seconds`` may be None: the default)."""
+    for name, value in limits.items():
+        if not value > 0:
+            raise ValueError(f"{name} must be positive, got {value!r}")
+    if cpu_seconds is not None and cpu_seconds <= 0:
+        raise ValueError(f"cpu_seconds must be positive, got {cpu_seconds!r}")
+
+
+def _run_in_workdir(
+    code: str,
+    stdin: str | None,
+    *,
+    flags: tuple[str, ...],
+    rlimits: list[str],
+    timeout: float,
+    max_processes: int,
+    max_output_bytes: int,
+) -> SandboxResult:
+    """Run ``code`` from a fresh working directory, report how it ended, and clean up.
+
+    With a PID namespace (``-p`` in ``flags``) the program's wait status comes back on a pipe
+    from the namespace's first process, which cannot die of the program's signal itself.
+    """
+    pidns = "-p" in flags
     workdir = tempfile.mkdtemp(prefix=TEMP_PREFIX)
     status_r = status_w = -1
     stdin_file = None
@@ -424,56 +451,14 @@ def run_python(
         if pidns:
             status_r, status_w = os.pipe()
             os.set_blocking(status_r, False)
-        if stdin is not None:
-            stdin_file = tempfile.TemporaryFile()
-            stdin_file.write(stdin.encode("utf-8"))
-            stdin_file.seek(0)
+        stdin_file = _stdin_file(stdin)
         pid_max = max(max_processes + 1, _MIN_PID_MAX) if pidns else 0
-        command = [
-            *prefix,
-            sys.executable,
-            "-s",
-            "-P",
-            "-c",
-            _BOOT,
-            str(status_w),
-            str(pid_max),
-            *rlimits,
-        ]
-        env = {**BASE_ENV, "HOME": workdir, "TMPDIR": workdir}
-        start = time.monotonic()
-        try:
-            proc = subprocess.Popen(
-                command,
-                stdin=stdin_file if stdin_file is not None else subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                cwd=workdir,
-                env=env,
-                start_new_session=True,
-                pass_fds=(status_w,) if status_w >= 0 else (),
-            )
-        except OSError as e:
-            raise SandboxError(f"could not start the sandbox: {e}") from e
+        command = _command(flags, status_w, pid_max, rlimits)
+        proc, start = _start(command, stdin_file, workdir, status_w)
         if status_w >= 0:
             os.close(status_w)
             status_w = -1
-        with proc:
-            assert proc.stdout is not None and proc.stderr is not None
-            outputs = {
-                proc.stdout.fileno(): _Output(max_output_bytes),
-                proc.stderr.fileno(): _Output(max_output_bytes),
-            }
-            try:
-                timed_out = _collect(proc, start + timeout, outputs, pidns)
-            finally:
-                # Kills the group on timeout or error; without a PID namespace it also ends
-                # whatever the program left running in its group.
-                if proc.poll() is None or not pidns:
-                    _kill_group(proc.pid)
-                proc.wait()
-            duration = time.monotonic() - start
-            stdout, stderr = outputs[proc.stdout.fileno()], outputs[proc.stderr.fileno()]
+        timed_out, duration, stdout, stderr = _watch(proc, start, timeout, max_output_bytes, pidns)
         status = _read_status(status_r) if status_r >= 0 and not timed_out else None
         returncode = os.waitstatus_to_exitcode(status) if status is not None else proc.returncode
         return SandboxResult(
@@ -483,7 +468,7 @@ def run_python(
             timed_out=timed_out,
             signal=_signal_name(-returncode) if returncode < 0 else None,
             duration_s=duration,
-            network_isolated=isolated,
+            network_isolated="-n" in flags,
             truncated=stdout.dropped or stderr.dropped,
         )
     finally:
@@ -493,3 +478,88 @@ def run_python(
         if stdin_file is not None:
             stdin_file.close()
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _stdin_file(text: str | None) -> IO[bytes] | None:
+    """A temporary file holding ``text``, rewound, for the program's stdin; None for none."""
+    if text is None:
+        return None
+    stdin_file = tempfile.TemporaryFile()
+    try:
+        stdin_file.write(text.encode("utf-8"))
+        stdin_file.seek(0)
+    except BaseException:
+        stdin_file.close()
+        raise
+    return stdin_file
+
+
+def _command(
+    flags: tuple[str, ...], status_w: int, pid_max: int, rlimits: list[str]
+) -> list[str]:
+    """The argument list: ``unshare FLAGS --`` (with namespaces), then the boot program."""
+    prefix = [_unshare_path() or "unshare", *flags, "--"] if flags else []
+    return [
+        *prefix,
+        sys.executable,
+        "-s",
+        "-P",
+        "-c",
+        _BOOT,
+        str(status_w),
+        str(pid_max),
+        *rlimits,
+    ]
+
+
+def _start(
+    command: list[str], stdin_file: IO[bytes] | None, workdir: str, status_w: int
+) -> tuple[subprocess.Popen[bytes], float]:
+    """Start ``command`` in its own session with the minimal environment; return it and when.
+
+    Raises:
+        SandboxError: when the process cannot be started.
+    """
+    env = {**BASE_ENV, "HOME": workdir, "TMPDIR": workdir}
+    start = time.monotonic()
+    try:
+        proc = subprocess.Popen(
+            command,
+            stdin=stdin_file if stdin_file is not None else subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            cwd=workdir,
+            env=env,
+            start_new_session=True,
+            pass_fds=(status_w,) if status_w >= 0 else (),
+        )
+    except OSError as e:
+        raise SandboxError(f"could not start the sandbox: {e}") from e
+    return proc, start
+
+
+def _watch(
+    proc: subprocess.Popen[bytes], start: float, timeout: float, max_output_bytes: int,
+    pidns: bool,
+) -> tuple[bool, float, _Output, _Output]:
+    """Read the program's output until it ends or times out, then kill what is left and wait.
+
+    Returns:
+        Whether it timed out, the seconds since ``start``, and its stdout and stderr.
+    """
+    with proc:
+        assert proc.stdout is not None and proc.stderr is not None
+        outputs = {
+            proc.stdout.fileno(): _Output(max_output_bytes),
+            proc.stderr.fileno(): _Output(max_output_bytes),
+        }
+        try:
+            timed_out = _collect(proc, start + timeout, outputs, pidns)
+        finally:
+            # Kills the group on timeout or error; without a PID namespace it also ends
+            # whatever the program left running in its group.
+            if proc.poll() is None or not pidns:
+                _kill_group(proc.pid)
+            proc.wait()
+        duration = time.monotonic() - start
+        return timed_out, duration, outputs[proc.stdout.fileno()], outputs[proc.stderr.fileno()]

@@ -387,6 +387,39 @@ def reproduce_offline(
     Raises:
         TrainingError: an unknown agent or budget, or anything training checks.
     """
+    chosen = _chosen_budget(agents, budget, until)
+    mix = chosen.mix if mix is None else mix
+    out = Path(out)
+    data, formats, files = _build_inputs(out, agents, num_tasks=num_tasks, seed=seed, mix=mix,
+                                         log=log)
+    if until == "data":
+        return {"agents": list(agents), "data": str(data), "models": {}, "scores": {}}
+    settings, trained, qa_tool = _train_agents(
+        out, data, files, formats, agents, chosen=chosen, training=training,
+        base_model=base_model, seed=seed, threads=threads, parallel=parallel, log=log,
+    )
+    if qa_tool is not None:
+        suite = with_qa_model(suite, f"hf:{qa_tool}")
+    if until == "train":
+        return {"agents": list(agents), "models": trained, "training": settings, "scores": {}}
+    runs = _evaluate_runs(
+        trained, out, suite=suite, include_base=include_base, base_model=base_model,
+        batch_size=batch_size, progress=progress, agent_config=agent_config, log=log,
+    )
+    table = score_table(runs, {e.env_id: task_groups(e.env_id, e.kwargs) for e in suite})
+    report = {
+        "agents": list(agents), "base_model": base_model, "num_tasks": num_tasks, "seed": seed,
+        "budget": budget, "mix": dict(mix) if mix is not None else "all", "training": settings,
+        "suite": [{"env_id": e.env_id, "kwargs": dict(e.kwargs), "limit": e.limit} for e in suite],
+        "scores": table, "models": trained,
+        "qa_tool": str(qa_tool) if qa_tool is not None else None,
+    }
+    _write_report(out, report, log)
+    return report
+
+
+def _chosen_budget(agents: Sequence[str], budget: str, until: str) -> Budget:
+    """The budget named ``budget``, once the agents, the budget and ``until`` are known ones."""
     unknown = [a for a in agents if a not in AGENT_FORMATS]
     if unknown:
         raise TrainingError(f"cannot reproduce {unknown}; agents: {', '.join(AGENT_FORMATS)}")
@@ -394,30 +427,39 @@ def reproduce_offline(
         raise TrainingError(f"unknown budget {budget!r}; budgets: {', '.join(BUDGETS)}")
     if until not in UNTIL:
         raise TrainingError(f"until must be one of {', '.join(UNTIL)}; got {until!r}")
-    chosen = BUDGETS[budget]
-    mix = chosen.mix if mix is None else mix
-    out = Path(out)
+    return BUDGETS[budget]
+
+
+def _build_inputs(
+    out: Path, agents: Sequence[str], *, num_tasks: int, seed: int,
+    mix: Mapping[str, int] | None, log: Callable[[str], None],
+) -> tuple[Path, list[str], dict[str, Path]]:
+    """Steps 1 and 2: the data build and the mixture; return the data, formats and files."""
     data = build_data(out / "data", num_tasks=num_tasks, log=log)
     formats = sorted({fmt for a in agents for fmt in AGENT_FORMATS[a].values()})
     files = write_mixture(data, out / "mixture", formats, seed=seed, mix=mix)
-    if until == "data":
-        return {"agents": list(agents), "data": str(data), "models": {}, "scores": {}}
-    settings = {**chosen.training, **dict(training or {})}
-    from lumos_gym.training.config import RECIPES
+    return data, formats, files
 
+
+def _train_agents(
+    out: Path, data: Path, files: Mapping[str, Path], formats: Sequence[str],
+    agents: Sequence[str], *, chosen: Budget, training: Mapping[str, Any] | None,
+    base_model: str, seed: int, threads: int | None, parallel: int, log: Callable[[str], None],
+) -> tuple[dict[str, Any], dict[str, dict[str, str]], Path | None]:
+    """Step 3: train every agent's models, and the QA tool's when its records were built.
+
+    Returns:
+        The training settings, agent → role → model folder, and the QA tool's adapter folder
+        (None when there is none).
+    """
+    from lumos_gym.training.config import RECIPES  # light: TODO move to the module's imports
+
+    settings = {**chosen.training, **dict(training or {})}
     batch = settings.get("batch_size", RECIPES[settings["recipe"]].settings["batch_size"])
     if chosen.epochs is not None and "max_steps" not in (training or {}):
         records = _count_lines(files[formats[0]])
         settings["max_steps"] = budget_steps(records, epochs=chosen.epochs, batch_size=batch)
-    jobs: list[tuple[Path, Path] | tuple[Path, Path, dict[str, Any]]] = []
-    trained: dict[str, dict[str, str]] = {}
-    for agent in agents:
-        trained[agent] = {}
-        for role, fmt in AGENT_FORMATS[agent].items():
-            folder = out / "models" / agent / role
-            log(f"train: {agent} {role} on {files[fmt]} -> {folder}")
-            jobs.append((files[fmt], folder))
-            trained[agent][role] = str(folder)
+    jobs, trained = _agent_jobs(out, files, agents, log)
     qa_records = data / "train" / f"{QA_TOOL_FORMAT}.jsonl"
     qa_folder = out / "models" / "qa-tool"
     if qa_records.is_file():  # the QA tool's model: the same recipe, its own step count
@@ -430,10 +472,32 @@ def reproduce_offline(
         jobs.append((qa_records, qa_folder, qa_settings))
     train_models(jobs, base_model=base_model, seed=seed, threads=threads, overrides=settings,
                  parallel=parallel)
-    if (qa_folder / "adapter_config.json").is_file():
-        suite = with_qa_model(suite, f"hf:{qa_folder}")
-    if until == "train":
-        return {"agents": list(agents), "models": trained, "training": settings, "scores": {}}
+    qa_tool = qa_folder if (qa_folder / "adapter_config.json").is_file() else None
+    return settings, trained, qa_tool
+
+
+def _agent_jobs(
+    out: Path, files: Mapping[str, Path], agents: Sequence[str], log: Callable[[str], None]
+) -> tuple[list[tuple[Path, Path] | tuple[Path, Path, dict[str, Any]]], dict[str, dict[str, str]]]:
+    """The training job of every agent's every model, and agent → role → model folder."""
+    jobs: list[tuple[Path, Path] | tuple[Path, Path, dict[str, Any]]] = []
+    trained: dict[str, dict[str, str]] = {}
+    for agent in agents:
+        trained[agent] = {}
+        for role, fmt in AGENT_FORMATS[agent].items():
+            folder = out / "models" / agent / role
+            log(f"train: {agent} {role} on {files[fmt]} -> {folder}")
+            jobs.append((files[fmt], folder))
+            trained[agent][role] = str(folder)
+    return jobs, trained
+
+
+def _evaluate_runs(
+    trained: Mapping[str, Mapping[str, str]], out: Path, *, suite: Sequence[TestEnv],
+    include_base: bool, base_model: str, batch_size: int, progress: bool, agent_config: Any,
+    log: Callable[[str], None],
+) -> dict[str, list[dict[str, Any]]]:
+    """Step 4: the untrained base (when ``include_base``) and every trained agent on ``suite``."""
     runs: dict[str, list[dict[str, Any]]] = {}
     if include_base:
         log("evaluate: the untrained base model as lumos-i")
@@ -447,21 +511,16 @@ def reproduce_offline(
         runs[agent] = evaluate_agent(agent, models, out / "results" / agent, suite=suite,
                                      batch_size=batch_size, progress=progress,
                                      agent_config=agent_config)
-    groups = {e.env_id: task_groups(e.env_id, e.kwargs) for e in suite}
-    table = score_table(runs, groups)
-    report = {
-        "agents": list(agents), "base_model": base_model, "num_tasks": num_tasks, "seed": seed,
-        "budget": budget, "mix": dict(mix) if mix is not None else "all", "training": settings,
-        "suite": [{"env_id": e.env_id, "kwargs": dict(e.kwargs), "limit": e.limit} for e in suite],
-        "scores": table, "models": trained,
-        "qa_tool": str(qa_folder) if (qa_folder / "adapter_config.json").is_file() else None,
-    }
-    from lumos_gym.jsonl import write_json_atomic
+    return runs
+
+
+def _write_report(out: Path, report: Mapping[str, Any], log: Callable[[str], None]) -> None:
+    """Step 5: ``report.json`` and the score table as ``report.md``."""
+    from lumos_gym.jsonl import write_json_atomic  # light: TODO move to the module's imports
 
     write_json_atomic(out / "report.json", report)
-    (out / "report.md").write_text(render_report(table), encoding="utf-8")
+    (out / "report.md").write_text(render_report(report["scores"]), encoding="utf-8")
     log(f"report: {out / 'report.md'}")
-    return report
 
 
 def portable_training_report(report: Mapping[str, Any]) -> dict[str, Any]:

@@ -421,6 +421,25 @@ def build_world(
     Raises:
         ValueError: an unknown split or sizes below the minimums.
     """
+    _check_world_sizes(split, num_countries, num_cities, num_people, num_organisations)
+    rng = random.Random(f"worldqa/{split}/{seed}")
+    namer = _Namer(rng, split)
+    country_names = [
+        namer.word(rng.choice((1, 2)), rng.choice(_COUNTRY_ENDINGS)) for _ in range(num_countries)
+    ]
+    cities = _cities(rng, namer, country_names, num_cities)
+    countries = _countries(rng, namer, country_names, cities)
+    city_names = list(cities)
+    people = _people(rng, namer, num_people, city_names)
+    organisations = _organisations(rng, namer, num_organisations, people, city_names)
+    pages = _pages(rng, namer, countries, cities, people, organisations)
+    return World(seed, split, countries, cities, people, organisations, pages)
+
+
+def _check_world_sizes(
+    split: str, num_countries: int, num_cities: int, num_people: int, num_organisations: int
+) -> None:
+    """Refuse an unknown split or sizes below :func:`build_world`'s minimums."""
     if split not in SPLITS:
         raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
     if num_countries < 2 or num_cities < 2 * num_countries:
@@ -432,14 +451,15 @@ def build_world(
         raise ValueError(
             f"need at least 4 people and 6 organisations, got {num_people} and {num_organisations}"
         )
-    rng = random.Random(f"worldqa/{split}/{seed}")
-    namer = _Namer(rng, split)
-    country_names = [
-        namer.word(rng.choice((1, 2)), rng.choice(_COUNTRY_ENDINGS)) for _ in range(num_countries)
-    ]
+
+
+def _cities(
+    rng: random.Random, namer: _Namer, country_names: list[str], count: int
+) -> dict[str, City]:
+    """``count`` cities, dealt to the countries in turn so that each gets its share."""
     cities: dict[str, City] = {}
-    for i in range(num_cities):
-        country = country_names[i % num_countries]  # every country gets its share of cities
+    for i in range(count):
+        country = country_names[i % len(country_names)]
         name = namer.word(rng.choice((1, 2)), rng.choice(_CITY_ENDINGS))
         cities[name] = City(
             name=name,
@@ -449,6 +469,13 @@ def build_world(
             first_recorded=rng.randint(900, 1700),
             feature=rng.choice(_CITY_FEATURES),
         )
+    return cities
+
+
+def _countries(
+    rng: random.Random, namer: _Namer, country_names: list[str], cities: Mapping[str, City]
+) -> dict[str, Country]:
+    """The countries, each with a capital among its cities and more people than they hold."""
     countries: dict[str, Country] = {}
     for name in country_names:
         own = [c for c in cities.values() if c.country == name]
@@ -458,9 +485,15 @@ def build_world(
             population=_round(sum(c.population for c in own) * rng.uniform(2.0, 6.0), 1000),
             language=namer.word(rng.choice((1, 2)), rng.choice(_LANGUAGE_ENDINGS)),
         )
-    city_names = list(cities)
+    return countries
+
+
+def _people(
+    rng: random.Random, namer: _Namer, count: int, city_names: list[str]
+) -> dict[str, Person]:
+    """``count`` people, each born in one of ``city_names``."""
     people: dict[str, Person] = {}
-    for _ in range(num_people):
+    for _ in range(count):
         name = f"{namer.word(2)} {namer.word(rng.choice((2, 2, 3)))}"
         people[name] = Person(
             name=name,
@@ -469,7 +502,18 @@ def build_world(
             birth_year=rng.randint(1900, 1985),
             birth_city=rng.choice(city_names),
         )
-    organisations = _organisations(rng, namer, num_organisations, people, city_names)
+    return people
+
+
+def _pages(
+    rng: random.Random,
+    namer: _Namer,
+    countries: Mapping[str, Country],
+    cities: Mapping[str, City],
+    people: Mapping[str, Person],
+    organisations: Mapping[str, Organisation],
+) -> dict[str, Page]:
+    """One page per entity: countries first, then cities, people and organisations."""
     pages: dict[str, Page] = {}
     others = _Others(rng, cities, people, organisations)
     for country in countries.values():
@@ -480,7 +524,7 @@ def build_world(
         pages[person.name] = _person_page(rng, namer, person, organisations, others)
     for org in organisations.values():
         pages[org.name] = _organisation_page(rng, org, others)
-    return World(seed, split, countries, cities, people, organisations, pages)
+    return pages
 
 
 def _organisations(
@@ -715,90 +759,110 @@ def _person_page(
 
 
 def _organisation_page(rng: random.Random, org: Organisation, others: _Others) -> Page:
+    w = _PageWriter(rng, org.name, org.kind)
+    write = {"company": _company_lines, "university": _university_lines}.get(org.kind, _band_lines)
+    return w.page(write(rng, w, org, others))
+
+
+def _company_lines(
+    rng: random.Random, w: _PageWriter, org: Organisation, others: _Others
+) -> list[str]:
+    """Write a company's page into ``w``; return its distractor sentences."""
     name, founder, year, city = org.name, org.founder, org.founded, org.location
     size = _number(org.size)
-    w = _PageWriter(rng, name, org.kind)
-    if org.kind == "company":
-        article = "an" if org.sector[0] in "aeiou" else "a"
-        if rng.random() < 0.5:
-            w.first(
-                f"{name} is {article} {org.sector} company founded by {founder} in {year}.",
-                "founder",
-                "founded",
-            )
-        else:
-            w.first(f"{name} is {article} {org.sector} company.")
-            w.add(f"It was founded in {year} by {founder}.", "founder", "founded")
-        w.add(
-            rng.choice(
-                (
-                    f"The company is headquartered in {city}.",
-                    f"Its headquarters are in {city}.",
-                )
-            ),
-            "location",
-        )
-        w.add(
-            rng.choice((f"{name} has {size} employees.", f"The company employs {size} people.")),
-            "size",
-        )
-        distractors = [
-            f"It makes {_PRODUCTS[org.sector]}.",
-            f"Its current chief executive is {others.person(founder)}.",
-            f"In {min(year + rng.randint(5, 40), 2023)}, it opened an office in "
-            f"{others.city(city)}.",
-            f"{name} reported sales of {rng.randint(5, 900)} million in {rng.randint(2000, 2023)}.",
-        ]
-    elif org.kind == "university":
-        w.first(f"{name} is a public university founded in {year}.", "founded")
-        w.add(
-            rng.choice((f"It was founded by {founder}.", f"Its founder was {founder}.")),
+    article = "an" if org.sector[0] in "aeiou" else "a"
+    if rng.random() < 0.5:
+        w.first(
+            f"{name} is {article} {org.sector} company founded by {founder} in {year}.",
             "founder",
+            "founded",
         )
-        w.add(
-            rng.choice((f"The university is located in {city}.", f"Its main campus is in {city}.")),
-            "location",
-        )
-        w.add(rng.choice((f"{name} has {size} students.", f"It enrolls {size} students.")), "size")
-        distractors = [
-            f"The university has {rng.randint(3, 15)} faculties.",
-            f"Its library holds {_number(rng.randint(20, 900) * 1000)} volumes.",
-            f"Its current rector is {others.person(founder)}.",
-            f"In {min(year + rng.randint(10, 60), 2023)}, it opened a second campus in "
-            f"{others.city(city)}.",
-        ]
     else:
-        w.first(f"{name} are a {org.sector} band founded in {year}.", "founded")
-        w.add(
-            rng.choice(
-                (
-                    f"The band was founded by {founder}.",
-                    f"{founder} founded the band and still writes most of its songs.",
-                )
-            ),
-            "founder",
-        )
-        w.add(
-            rng.choice((f"The band is based in {city}.", f"They are based in {city}.")), "location"
-        )
-        albums = "album" if org.size == 1 else "albums"
-        w.add(
-            rng.choice(
-                (
-                    f"The band has released {size} {albums}.",
-                    f"{name} have released {size} studio {albums}.",
-                )
-            ),
-            "size",
-        )
-        distractors = [
-            f"Their drummer is {others.person(founder)}.",
-            f"They toured {rng.randint(2, 30)} countries in "
-            f"{min(year + rng.randint(1, 20), 2023)}.",
-            f'Their best-known song is "{rng.choice(_TITLE_WORDS)} {rng.choice(_TITLE_NOUNS)}".',
-            f"They played their first concert in {others.city(city)}.",
-        ]
-    return w.page(distractors)
+        w.first(f"{name} is {article} {org.sector} company.")
+        w.add(f"It was founded in {year} by {founder}.", "founder", "founded")
+    w.add(
+        rng.choice(
+            (
+                f"The company is headquartered in {city}.",
+                f"Its headquarters are in {city}.",
+            )
+        ),
+        "location",
+    )
+    w.add(
+        rng.choice((f"{name} has {size} employees.", f"The company employs {size} people.")),
+        "size",
+    )
+    return [
+        f"It makes {_PRODUCTS[org.sector]}.",
+        f"Its current chief executive is {others.person(founder)}.",
+        f"In {min(year + rng.randint(5, 40), 2023)}, it opened an office in "
+        f"{others.city(city)}.",
+        f"{name} reported sales of {rng.randint(5, 900)} million in {rng.randint(2000, 2023)}.",
+    ]
+
+
+def _university_lines(
+    rng: random.Random, w: _PageWriter, org: Organisation, others: _Others
+) -> list[str]:
+    """Write a university's page into ``w``; return its distractor sentences."""
+    name, founder, year, city = org.name, org.founder, org.founded, org.location
+    size = _number(org.size)
+    w.first(f"{name} is a public university founded in {year}.", "founded")
+    w.add(
+        rng.choice((f"It was founded by {founder}.", f"Its founder was {founder}.")),
+        "founder",
+    )
+    w.add(
+        rng.choice((f"The university is located in {city}.", f"Its main campus is in {city}.")),
+        "location",
+    )
+    w.add(rng.choice((f"{name} has {size} students.", f"It enrolls {size} students.")), "size")
+    return [
+        f"The university has {rng.randint(3, 15)} faculties.",
+        f"Its library holds {_number(rng.randint(20, 900) * 1000)} volumes.",
+        f"Its current rector is {others.person(founder)}.",
+        f"In {min(year + rng.randint(10, 60), 2023)}, it opened a second campus in "
+        f"{others.city(city)}.",
+    ]
+
+
+def _band_lines(
+    rng: random.Random, w: _PageWriter, org: Organisation, others: _Others
+) -> list[str]:
+    """Write a band's page into ``w``; return its distractor sentences."""
+    name, founder, year, city = org.name, org.founder, org.founded, org.location
+    size = _number(org.size)
+    w.first(f"{name} are a {org.sector} band founded in {year}.", "founded")
+    w.add(
+        rng.choice(
+            (
+                f"The band was founded by {founder}.",
+                f"{founder} founded the band and still writes most of its songs.",
+            )
+        ),
+        "founder",
+    )
+    w.add(
+        rng.choice((f"The band is based in {city}.", f"They are based in {city}.")), "location"
+    )
+    albums = "album" if org.size == 1 else "albums"
+    w.add(
+        rng.choice(
+            (
+                f"The band has released {size} {albums}.",
+                f"{name} have released {size} studio {albums}.",
+            )
+        ),
+        "size",
+    )
+    return [
+        f"Their drummer is {others.person(founder)}.",
+        f"They toured {rng.randint(2, 30)} countries in "
+        f"{min(year + rng.randint(1, 20), 2023)}.",
+        f'Their best-known song is "{rng.choice(_TITLE_WORDS)} {rng.choice(_TITLE_NOUNS)}".',
+        f"They played their first concert in {others.city(city)}.",
+    ]
 
 
 # ---------------------------------------------------------------------------------------------

@@ -320,18 +320,71 @@ def create_app(catalog: Catalog, *, show_attributes: bool = False) -> FastAPI:
     # The handlers are coroutines: they run on the event loop with no thread hop (each is a
     # short, CPU-bound render), which keeps a request on loopback around a millisecond.
     state = ShopState(catalog, show_attributes=show_attributes)
-    pages = _Pages(state)
+    site = _Site(state)
     app = FastAPI(title="Lumos Shop", docs_url=None, redoc_url=None, openapi_url=None)
     app.state.shop = state
+    _add_search_routes(app, site)
+    _add_product_routes(app, site)
+    _add_api_routes(app, state)
+    return app
 
-    def session_of(sid: str) -> _Session | None:
-        return state.session(sid) if _SESSION_RE.match(sid) else None
 
-    def page(body: str, status: int = 200) -> HTMLResponse:
-        return HTMLResponse(body, status_code=status)
+def _html(body: str, status: int = 200) -> HTMLResponse:
+    return HTMLResponse(body, status_code=status)
 
-    bad_session = HTMLResponse("<!DOCTYPE html><html><body data-page=\"error\"><p>Bad session "
-                               "id</p></body></html>", status_code=400)
+
+class _Site:
+    """What the HTML routes share: the state, the page renderer and the bad-session answer."""
+
+    def __init__(self, state: ShopState) -> None:
+        self.state = state
+        self.catalog = state.catalog
+        self.pages = _Pages(state)
+        self.bad_session = HTMLResponse("<!DOCTYPE html><html><body data-page=\"error\"><p>Bad "
+                                        "session id</p></body></html>", status_code=400)
+
+    def session_of(self, sid: str) -> _Session | None:
+        """The session ``sid`` (opened on first use), or None for a malformed id."""
+        return self.state.session(sid) if _SESSION_RE.match(sid) else None
+
+    def product_page(self, sid: str, asin: str, query: str, page_number: int, sort: str,
+                     opt: list[str] | None, tab: str = "") -> HTMLResponse:
+        """An item page (and its chosen options), or one of its ``tab`` sub-pages."""
+        session = self.session_of(sid)
+        if session is None:
+            return self.bad_session
+        product = self.catalog.get(asin)
+        if product is None:
+            return _html(self.pages.error(session, f"No product {asin}"), 404)
+        if tab and tab not in dict(self.pages.tabs()):
+            return _html(self.pages.error(session, f"No page {tab} for {asin}"), 404)
+        options = _parse_options(product, opt or [])
+        context = {"query": query, "page": max(1, page_number), "sort": sort}
+        if not tab:
+            session.asin, session.options = product.asin, dict(options)
+            return _html(self.pages.item(session, product, context, options))
+        return _html(self.pages.subpage(session, product, tab, context, options))
+
+    def buy(self, sid: str, asin: str, opt: list[str] | None) -> HTMLResponse:
+        """Buy ``asin`` with the chosen options (the first purchase is final): the done page."""
+        session = self.session_of(sid)
+        if session is None:
+            return self.bad_session
+        product = self.catalog.get(asin)
+        if product is None:
+            return _html(self.pages.error(session, f"No product {asin}"), 404)
+        if session.purchase is None:
+            options = _parse_options(product, opt or [])
+            breakdown = None
+            if session.goal is not None:
+                breakdown = compute_reward(product, session.goal, options=options)
+            session.purchase = Purchase(product.asin, product.title, options, product.price,
+                                        breakdown)
+        return _html(self.pages.done(session, session.purchase))
+
+
+def _add_search_routes(app: FastAPI, site: _Site) -> None:
+    """The home redirect, the search page and the results pages."""
 
     @app.get("/", include_in_schema=False)
     async def root() -> RedirectResponse:
@@ -339,34 +392,21 @@ def create_app(catalog: Catalog, *, show_attributes: bool = False) -> FastAPI:
 
     @app.get("/s/{sid}/", response_class=HTMLResponse)
     async def search_page(sid: str) -> HTMLResponse:
-        session = session_of(sid)
-        return bad_session if session is None else page(pages.search(session))
+        session = site.session_of(sid)
+        return site.bad_session if session is None else _html(site.pages.search(session))
 
     @app.get("/s/{sid}/search", response_class=HTMLResponse)
     async def results_page(sid: str, query: str = "", page_number: _Page = 1,
                      sort: str = "relevance") -> HTMLResponse:
-        session = session_of(sid)
+        session = site.session_of(sid)
         if session is None:
-            return bad_session
+            return site.bad_session
         sort = sort if sort in dict(SORTS) else "relevance"
-        return page(pages.results(session, query, max(1, page_number), sort))
+        return _html(site.pages.results(session, query, max(1, page_number), sort))
 
-    def product_page(sid: str, asin: str, query: str, page_number: int, sort: str,
-                     opt: list[str] | None, tab: str = "") -> HTMLResponse:
-        session = session_of(sid)
-        if session is None:
-            return bad_session
-        product = catalog.get(asin)
-        if product is None:
-            return page(pages.error(session, f"No product {asin}"), 404)
-        if tab and tab not in dict(pages.tabs()):
-            return page(pages.error(session, f"No page {tab} for {asin}"), 404)
-        options = _parse_options(product, opt or [])
-        context = {"query": query, "page": max(1, page_number), "sort": sort}
-        if not tab:
-            session.asin, session.options = product.asin, dict(options)
-            return page(pages.item(session, product, context, options))
-        return page(pages.subpage(session, product, tab, context, options))
+
+def _add_product_routes(app: FastAPI, site: _Site) -> None:
+    """Item pages and their sub-pages, the purchase, and the product pictures."""
 
     @app.get("/s/{sid}/item/{asin}", response_class=HTMLResponse)
     async def item_page(
@@ -377,7 +417,7 @@ def create_app(catalog: Catalog, *, show_attributes: bool = False) -> FastAPI:
         sort: str = "relevance",
         opt: _Options = None,
     ) -> HTMLResponse:
-        return product_page(sid, asin, query, page_number, sort, opt)
+        return site.product_page(sid, asin, query, page_number, sort, opt)
 
     @app.get("/s/{sid}/item/{asin}/{tab}", response_class=HTMLResponse)
     async def item_sub_page(
@@ -389,35 +429,26 @@ def create_app(catalog: Catalog, *, show_attributes: bool = False) -> FastAPI:
         sort: str = "relevance",
         opt: _Options = None,
     ) -> HTMLResponse:
-        return product_page(sid, asin, query, page_number, sort, opt, tab)
+        return site.product_page(sid, asin, query, page_number, sort, opt, tab)
 
     @app.get("/s/{sid}/buy/{asin}", response_class=HTMLResponse)
     async def buy(sid: str, asin: str, opt: _Options = None) -> HTMLResponse:
-        session = session_of(sid)
-        if session is None:
-            return bad_session
-        product = catalog.get(asin)
-        if product is None:
-            return page(pages.error(session, f"No product {asin}"), 404)
-        if session.purchase is None:
-            options = _parse_options(product, opt or [])
-            breakdown = None
-            if session.goal is not None:
-                breakdown = compute_reward(product, session.goal, options=options)
-            session.purchase = Purchase(product.asin, product.title, options, product.price,
-                                        breakdown)
-        return page(pages.done(session, session.purchase))
+        return site.buy(sid, asin, opt)
 
     @app.get("/image/{asin}.svg")
     async def image(asin: str) -> Response:
-        product = catalog.get(asin)
+        product = site.catalog.get(asin)
         if product is None:
             return Response(status_code=404)
         return Response(_svg(product), media_type="image/svg+xml")
 
+
+def _add_api_routes(app: FastAPI, state: ShopState) -> None:
+    """The environment's JSON API: health, and opening, reading and closing sessions."""
+
     @app.get("/api/health")
     async def health() -> dict[str, Any]:
-        return {"ok": True, "products": len(catalog), "sessions": len(state)}
+        return {"ok": True, "products": len(state.catalog), "sessions": len(state)}
 
     @app.post("/api/sessions")
     async def open_session(request: Request) -> JSONResponse:
@@ -442,5 +473,3 @@ def create_app(catalog: Catalog, *, show_attributes: bool = False) -> FastAPI:
     @app.delete("/api/sessions/{sid}")
     async def close_session(sid: str) -> JSONResponse:
         return JSONResponse({"closed": state.close(sid)})
-
-    return app

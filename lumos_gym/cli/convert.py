@@ -1,0 +1,58 @@
+"""``lumos-gym convert`` and ``export``: annotations from rationales, training records from them."""
+
+from __future__ import annotations
+
+import argparse
+
+from lumos_gym.cli.args import parse_kwargs
+from lumos_gym.conversion.pipeline import convert_env, export_files
+
+
+def add_convert(sub: argparse._SubParsersAction) -> None:
+    """Add the ``convert`` verb."""
+    p = sub.add_parser("convert", help="convert an env's rationales into verified annotations")
+    p.add_argument("--env", required=True, help="env id whose tasks are converted")
+    p.add_argument("--kwarg", "-k", action="append", default=[], metavar="KEY=VALUE",
+                   help="env constructor argument (JSON value), e.g. split=train, source=PATH")
+    p.add_argument("--limit", type=int, default=None, help="only the first N tasks")
+    p.add_argument("--llm", default=None, metavar="BACKEND:MODEL[@URL]",
+                   help="rewrite rationales with a model (hf:..., openai:MODEL@URL, vllm:...)")
+    p.add_argument("--no-verify", action="store_true", help="skip replay verification")
+    p.add_argument("--out", required=True, help="JSONL file of kept annotations")
+    p.add_argument("--rejected", default=None, help="JSONL of rejected items with reasons")
+    p.add_argument("--batch-size", type=int, default=8)
+    p.set_defaults(func=cmd_convert)
+
+
+def cmd_convert(args: argparse.Namespace) -> int:
+    """Convert an env's rationales into verified unified annotations."""
+    summary = convert_env(
+        args.env, out=args.out, env_kwargs=parse_kwargs(args.kwarg), limit=args.limit,
+        llm=args.llm, verify=not args.no_verify, rejected_path=args.rejected,
+        batch_size=args.batch_size,
+    )
+    print(summary.format())
+    return 0
+
+
+def add_export(sub: argparse._SubParsersAction) -> None:
+    """Add the ``export`` verb."""
+    p = sub.add_parser("export", help="export annotations as training records")
+    p.add_argument("inputs", nargs="+", help="annotation JSONL files")
+    p.add_argument("--format", required=True,
+                   help="plan-iterative, ground-iterative, plan-onetime, ground-onetime, "
+                   "integrated, react, cot or direct")
+    p.add_argument("--out", required=True, help="JSONL file of training records")
+    p.add_argument("--dataset", default=None,
+                   help="records' dataset name and id prefix ('unified' mixes domains)")
+    p.add_argument("--hf-dir", default=None, help="also save a Hugging Face datasets folder")
+    p.set_defaults(func=cmd_export)
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    """Export annotation files as training records of one format."""
+    summary = export_files(args.inputs, args.format, args.out, dataset=args.dataset,
+                           hf_dir=args.hf_dir)
+    print(summary.format())
+    print(f"records: {args.out}" + (f"; HF dataset: {args.hf_dir}" if args.hf_dir else ""))
+    return 0

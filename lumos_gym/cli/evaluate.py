@@ -1,0 +1,145 @@
+"""``lumos-gym evaluate``: run an agent on envs or a suite and print the summary table."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from lumos_gym.agents.base import AgentConfig
+from lumos_gym.cli.args import nonnegative_float, parse_kwargs, positive_int
+from lumos_gym.envs import load_plugins
+from lumos_gym.leaderboard.evaluate import EvaluationResult, RunConfig, evaluate
+from lumos_gym.leaderboard.results import format_table
+from lumos_gym.models.factory import ModelOptions
+
+
+def add_evaluate(sub: argparse._SubParsersAction) -> None:
+    """Add the ``evaluate`` verb."""
+    p = sub.add_parser(
+        "evaluate", help="run an agent on envs or a suite and print a summary table",
+        description="Run an agent on envs or a suite. With no flag: lumos-i on the offline "
+        "suite with SmolLM2-135M (hf backend, CPU).",
+    )
+    _add_task_flags(p)
+    _add_model_flags(p)
+    _add_run_flags(p)
+    p.set_defaults(func=cmd_evaluate)
+
+
+def _add_task_flags(p: argparse.ArgumentParser) -> None:
+    """The agent and what it runs on."""
+    p.add_argument("--agent", default="lumos-i", help="agent name (lumos-gym agents)")
+    p.add_argument("--env", action="append", default=[], help="env id, repeatable")
+    p.add_argument("--suite", default=None,
+                   help="suite name (lumos-gym suites) or suite .json file (default: offline)")
+    p.add_argument("--limit", type=positive_int, default=None, help="at most N tasks per env")
+    p.add_argument("--kwarg", "-k", action="append", default=[], metavar="KEY=VALUE",
+                   help="env constructor argument (JSON value), repeatable")
+
+
+def _add_model_flags(p: argparse.ArgumentParser) -> None:
+    """The models of the agent's roles, and how they run."""
+    p.add_argument("--backend", default="hf", choices=["hf", "openai", "vllm"])
+    p.add_argument("--model", default=None,
+                   help="model of every role: hub id, local folder or 'smollm2-135m' (default)")
+    p.add_argument("--planner", default=None,
+                   help="the planner's model, or a LoRA folder from lumos-gym train")
+    p.add_argument("--grounder", default=None,
+                   help="the grounder's model, or a LoRA folder from lumos-gym train")
+    p.add_argument("--adapter", action="append", default=[], metavar="[ROLE=]PATH",
+                   help="peft adapter folder, for one role (planner=..., grounder=...) or all")
+    p.add_argument("--base-url", default=None, help="OpenAI-compatible server (openai backend)")
+    p.add_argument("--no-reference", action="store_true",
+                   help="with no model named, run the untrained base model instead of the "
+                   "shipped reference adapters (lumos-i)")
+    p.add_argument("--batch-size", type=positive_int, default=8,
+                   help="episodes in flight (batch size)")
+    p.add_argument("--device", default=None, help="torch device (hf backend)")
+    p.add_argument("--dtype", default=None, help="torch dtype (hf backend)")
+    p.add_argument("--max-rounds", type=positive_int, default=None,
+                   help="plan/ground rounds per episode (default: Lumos' limit per task type)")
+    p.add_argument("--max-new-tokens", type=positive_int, default=128)
+    p.add_argument("--temperature", type=float, default=0.0)
+    p.add_argument("--seed", type=int, default=None,
+                   help="the seed of every episode and of the agent (default: the suite's, 0)")
+
+
+def _add_run_flags(p: argparse.ArgumentParser) -> None:
+    """Sharding, output, resuming and the Ray workers."""
+    p.add_argument("--shard", default=None, metavar="I/N",
+                   help="run shard I of N (round-robin over the sorted episode keys); join the "
+                   "shards' --out folders with lumos-gym merge")
+    p.add_argument("--wall-timeout", type=nonnegative_float, default=None,
+                   help="seconds an episode may run; then it ends as step-limit")
+    p.add_argument("--out", default=None, help="results folder (default: results/AGENT)")
+    p.add_argument("--resume", action="store_true",
+                   help="continue the run in --out (a killed one): only the episodes not "
+                   "written yet are run; without it a folder holding episodes is refused")
+    p.add_argument("--ray", nargs="?", const="local", default=None, metavar="ADDRESS",
+                   help="run the episodes on Ray actors: this machine's Ray with no ADDRESS, "
+                   "else a cluster (auto, ray://HOST:10001); needs lumos-gym[ray]")
+    p.add_argument("--workers", type=positive_int, default=None,
+                   help="Ray actors (default: one per cluster CPU, or per --worker-gpus)")
+    p.add_argument("--worker-gpus", type=nonnegative_float, default=0.0,
+                   help="GPUs per Ray actor (each hf/vllm actor loads its own model copy)")
+    p.add_argument("--keep-prompts", action="store_true", help="store prompts in the records")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    """Run an agent on envs or a suite, write the results and print the summary table."""
+    load_plugins()
+    result = run_evaluate(args, model_options(args), agent_config(args))
+    print(format_table(result.summary))
+    print(f"results: {result.out / 'episodes.jsonl'}, {result.out / 'summary.json'}")
+    return 0
+
+
+def role_paths(pairs: Sequence[str]) -> dict[str, str]:
+    """Parse ``--adapter`` values: ``ROLE=PATH`` for one role, a bare ``PATH`` for every role."""
+    adapters: dict[str, str] = {}
+    for pair in pairs:
+        role, sep, path = pair.partition("=")
+        if sep and role in ("planner", "grounder", "policy", "*"):
+            adapters[role] = path
+        else:
+            adapters["*"] = pair
+    return adapters
+
+
+def model_options(args: argparse.Namespace) -> ModelOptions:
+    """The models of the run, from the model flags."""
+    options: dict[str, Any] = {}
+    if args.device:
+        options["device"] = args.device
+    if args.dtype:
+        options["dtype"] = args.dtype
+    return ModelOptions(
+        backend=args.backend, model=args.model, planner=args.planner, grounder=args.grounder,
+        adapters=role_paths(args.adapter), base_url=args.base_url,
+        batch_size=args.batch_size, options=options, reference=not args.no_reference,
+    )
+
+
+def agent_config(args: argparse.Namespace) -> AgentConfig:
+    """The agent's rounds, decoding and seed, from the flags."""
+    return AgentConfig(
+        max_rounds=args.max_rounds, max_new_tokens=args.max_new_tokens,
+        temperature=args.temperature, seed=args.seed if args.seed is not None else 0,
+    )
+
+
+def run_evaluate(
+    args: argparse.Namespace, models: ModelOptions, config: AgentConfig
+) -> EvaluationResult:
+    """The one call of :func:`~lumos_gym.leaderboard.evaluate.evaluate` for these flags."""
+    return evaluate(RunConfig(
+        args.agent, envs=args.env, suite=args.suite, limit=args.limit,
+        env_kwargs=parse_kwargs(args.kwarg), models=models, agent_config=config,
+        seed=args.seed, shard=args.shard, out=args.out, resume=args.resume, ray=args.ray,
+        workers=args.workers, worker_gpus=args.worker_gpus, wall_timeout=args.wall_timeout,
+        keep_prompts=args.keep_prompts, progress=not args.no_progress,
+        argv=sys.argv[1:],
+    ))

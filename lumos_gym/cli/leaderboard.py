@@ -1,0 +1,174 @@
+"""``lumos-gym suites``, ``merge`` and ``leaderboard``: suites, joined shards and ranked runs."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from lumos_gym.envs import load_plugins
+from lumos_gym.errors import LumosGymError
+from lumos_gym.leaderboard.suites import Suite, get_suite, load_suites
+from lumos_gym.leaderboard.render import load_board, validate, write_board
+from lumos_gym.leaderboard.results import format_table, merge_results
+from lumos_gym.text import table
+
+
+def add_suites(sub: argparse._SubParsersAction) -> None:
+    """Add the ``suites`` verb."""
+    p = sub.add_parser("suites", help="list the evaluation suites, or show one")
+    p.add_argument("name", nargs="?", default=None, help="a suite name or .json file")
+    p.set_defaults(func=cmd_suites)
+
+
+def cmd_suites(args: argparse.Namespace) -> int:
+    """List the suites, or show one suite's envs."""
+    load_plugins()
+    if args.name:
+        _print_suite(get_suite(args.name))
+        return 0
+    suites, errors = load_suites()
+    rows = []
+    for name, suite in sorted(suites.items()):
+        if name != suite.name:
+            continue
+        episodes = suite.episodes()
+        rows.append([
+            name, ", ".join(e.env_id.removeprefix("lumos/") for e in suite.entries),
+            str(episodes) if episodes is not None else "-", suite.description,
+        ])
+    print(table(["suite", "envs", "episodes", "description"], rows))
+    for message in errors.values():
+        print(f"lumos-gym suites: error: {message}", file=sys.stderr)
+    return 1 if errors else 0
+
+
+def _print_suite(suite: Suite) -> None:
+    """Print one suite: its description, aliases and a row per env."""
+    print(f"{suite.name} ({suite.path}): {suite.description}")
+    if suite.aliases:
+        print(f"aliases: {', '.join(suite.aliases)}")
+    rows = []
+    for e in suite.entries:
+        tasks = (f"{len(e.task_ids)} ids" if e.task_ids is not None else "all")
+        if e.limit is not None:
+            tasks = f"first {e.limit}" + ("" if e.task_ids is None else f" of {tasks}")
+        rows.append([
+            e.env_id, json.dumps(dict(e.kwargs), sort_keys=True) if e.kwargs else "-", tasks,
+            str(e.max_steps) if e.max_steps else "registered",
+            ", ".join(map(str, e.seeds or suite.seeds)),
+        ])
+    print(table(["env", "kwargs", "tasks", "max steps", "seeds"], rows))
+
+
+def add_merge(sub: argparse._SubParsersAction) -> None:
+    """Add the ``merge`` verb."""
+    p = sub.add_parser(
+        "merge", help="merge a LoRA adapter into its base model, or join results shards",
+        description="lumos-gym merge ADAPTER --out DIR saves the adapter merged into its base "
+        "model. lumos-gym merge RESULTS... --out DIR joins results folders (evaluate --shard "
+        "I/N) into one: it refuses shards of different configurations, versions or suites, "
+        "and overlapping or missing episodes.",
+    )
+    p.add_argument("inputs", nargs="+", metavar="ADAPTER | RESULTS",
+                   help="a LoRA folder (lumos-gym train output), or results folders")
+    p.add_argument("--out", required=True, help="folder for the merged model or results")
+    p.add_argument("--dtype", default="bf16", choices=["bf16", "fp16", "fp32"],
+                   help="adapter merge: the saved dtype")
+    p.add_argument("--partial", action="store_true",
+                   help="results merge: write what there is when episodes or shards are missing")
+    p.set_defaults(func=cmd_merge)
+
+
+def cmd_merge(args: argparse.Namespace) -> int:
+    """Merge a LoRA adapter into its base model, or results folders (shards) into one."""
+    inputs = [Path(p) for p in args.inputs]
+    if all((p / "episodes.jsonl").is_file() for p in inputs):
+        return _merge_results(args, inputs)
+    absent = [str(p) for p in inputs if not p.exists()]
+    if absent:
+        raise LumosGymError(f"no such folder: {', '.join(absent)}")
+    if len(inputs) != 1 or any((p / "episodes.jsonl").is_file() for p in inputs):
+        raise LumosGymError(
+            "merge takes one LoRA adapter folder, or results folders (each with "
+            "episodes.jsonl) to join; these are neither: " + ", ".join(map(str, inputs))
+        )
+    return _merge_adapter(args)
+
+
+def _merge_results(args: argparse.Namespace, inputs: list[Path]) -> int:
+    """Join results folders (the shards of one run) into ``--out``."""
+    report = merge_results(inputs, args.out, partial=args.partial)
+    for message in report.warnings:
+        print(f"warning: {message}", file=sys.stderr)
+    print(format_table(report.summary))
+    absent = ", ".join(map(str, report.absent_shards))
+    missing = (f" ({report.missing_count} missing"
+               + (f"; shard(s) {absent} not given" if absent else "") + ")"
+               if report.missing_count else "")
+    print(f"merged {len(inputs)} folders, {report.episodes} episodes{missing}: "
+          f"{report.out / 'episodes.jsonl'}, {report.out / 'summary.json'}")
+    return 0
+
+
+def _merge_adapter(args: argparse.Namespace) -> int:
+    """Save the LoRA adapter ``inputs[0]`` merged into its base model."""
+    from lumos_gym.training.trainer import merge_adapter  # training stack: off the --help path
+
+    print(f"merged model: {merge_adapter(args.inputs[0], args.out, dtype=args.dtype)}")
+    return 0
+
+
+def add_leaderboard(sub: argparse._SubParsersAction) -> None:
+    """Add the ``leaderboard`` verb."""
+    p = sub.add_parser(
+        "leaderboard", help="rank results folders (md, html, csv, png) or validate them",
+        description="Rank runs by suite score with each env's primary metric and its 95% "
+        "bootstrap interval, beside the Lumos paper's reported numbers. RESULTS are results "
+        "folders (lumos-gym evaluate --out) or folders of them (results/<run>/<Env>/); folders "
+        "with the same agent configuration form one run. --validate checks submissions "
+        "instead: files present and readable, version, every planned episode once, the summary "
+        "recomputed from the episodes, provenance; it prints one line per problem and exits 2 "
+        "when there is any.",
+    )
+    p.add_argument("results", nargs="+", metavar="RESULTS", help="results folders")
+    p.add_argument("--format", default="md", choices=["md", "html", "csv", "png"],
+                   help="md (default), html (+ trajectory pages), csv, or png (needs the "
+                   "leaderboard extra: matplotlib)")
+    p.add_argument("--out", default=None, metavar="FILE_OR_DIR",
+                   help="output file, or folder for leaderboard.<format> (md and csv print "
+                   "without it)")
+    p.add_argument("--suite", default=None,
+                   help="columns: this suite's envs; with --validate: the suite the runs must be")
+    p.add_argument("--validate", action="store_true",
+                   help="check the results folders instead of rendering them")
+    p.set_defaults(func=cmd_leaderboard)
+
+
+def cmd_leaderboard(args: argparse.Namespace) -> int:
+    """Rank results folders and render the table, or validate submitted results folders."""
+    if args.validate:
+        return _validate(args)
+    board = load_board(args.results, suite=args.suite)
+    for message in board.warnings:
+        print(f"lumos-gym leaderboard: warning: {message}", file=sys.stderr)
+    written = write_board(board, args.format, args.out)
+    if isinstance(written, str):
+        print(written, end="")
+    else:
+        extra = f" and {len(written) - 1} trajectory pages" if len(written) > 1 else ""
+        print(f"leaderboard: {written[0]}{extra} ({len(board.entries)} runs)")
+    return 0
+
+
+def _validate(args: argparse.Namespace) -> int:
+    """Check submitted results folders; print one line per problem, exit 2 when any."""
+    checked, problems = validate(args.results, suite=args.suite)
+    for problem in problems:
+        print(problem)
+    if problems:
+        print(f"{len(problems)} problem(s) in {checked} results folder(s)", file=sys.stderr)
+        return 2
+    print(f"{checked} results folder(s) valid")
+    return 0
