@@ -9,9 +9,9 @@ from pathlib import Path
 
 from lumos_gym.envs import load_plugins
 from lumos_gym.errors import LumosGymError
-from lumos_gym.leaderboard.suites import Suite, get_suite, load_suites
 from lumos_gym.leaderboard.render import load_board, validate, write_board
 from lumos_gym.leaderboard.results import format_table, merge_results
+from lumos_gym.leaderboard.suites import Suite, get_suite, load_suites
 from lumos_gym.text import table
 
 

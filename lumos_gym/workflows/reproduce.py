@@ -28,7 +28,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lumos_gym.training.config import TrainingError
+from lumos_gym.conversion.pipeline import build_offline_data
+from lumos_gym.jsonl import write_json_atomic
+from lumos_gym.leaderboard.evaluate import RunConfig, evaluate
+from lumos_gym.leaderboard.results import mean_se
+from lumos_gym.models.factory import ModelOptions
+from lumos_gym.models.reference import REFERENCE_AGENTS
+from lumos_gym.tools import qa as qa_tool
+from lumos_gym.training import config_from_recipe, train
+from lumos_gym.training.config import RECIPES, TrainingError
+from lumos_gym.training.mixture import choose_ids, write_subset
+from lumos_gym.training.trainer import REPORT_FILE
 
 #: The export format each agent's models learn from.
 AGENT_FORMATS: dict[str, dict[str, str]] = {
@@ -159,8 +169,6 @@ def task_groups(env_id: str, kwargs: Mapping[str, Any]) -> dict[str, str]:
 # ---------------------------------------------------------------------------------- steps
 def build_data(out: Path, *, num_tasks: int, log: Callable[[str], None]) -> Path:
     """Build the offline splits into ``out`` unless a finished build is there."""
-    from lumos_gym.conversion.pipeline import build_offline_data
-
     done = out / ".built"
     if done.is_file():
         log(f"data: {out} (built before)")
@@ -178,8 +186,6 @@ def write_mixture(
 
     ``mix=None`` takes every record: the train split's files are used as they are.
     """
-    from lumos_gym.training.mixture import choose_ids, write_subset
-
     files = {}
     if mix is None:  # every record: the train split's own files
         for fmt in formats:
@@ -204,9 +210,6 @@ def train_model(
     ``overrides`` are the whole training settings (a ``recipe`` and its overrides); ``None``
     trains on the CPU reference budget, :data:`REFERENCE_TRAINING`.
     """
-    from lumos_gym.training import config_from_recipe, train
-    from lumos_gym.training.trainer import REPORT_FILE
-
     if (out / REPORT_FILE).is_file():
         return out
     settings = dict(REFERENCE_TRAINING if overrides is None else overrides)
@@ -279,8 +282,6 @@ def evaluate_agent(
     batch_size: int, progress: bool, agent_config: Any = None,
 ) -> list[dict[str, Any]]:
     """Run ``agent`` with role → model folders (empty: the untrained base) on the suite."""
-    from lumos_gym.leaderboard.evaluate import ModelOptions, RunConfig, evaluate  # step 4 only
-
     options = ModelOptions(
         planner=models.get("planner"), grounder=models.get("grounder"),
         model=models.get("policy"), batch_size=batch_size, reference=False,
@@ -301,8 +302,6 @@ def score_table(
     runs: Mapping[str, Sequence[Mapping[str, Any]]], groups: Mapping[str, Mapping[str, str]]
 ) -> dict[str, dict[str, dict[str, Any]]]:
     """Name → ``"env"`` or ``"env / group"`` → mean, SE and episodes."""
-    from lumos_gym.leaderboard.evaluate import mean_se
-
     table: dict[str, dict[str, dict[str, Any]]] = {}
     for name, records in runs.items():
         cells: dict[str, list[float]] = {}
@@ -452,8 +451,6 @@ def _train_agents(
         The training settings, agent → role → model folder, and the QA tool's adapter folder
         (None when there is none).
     """
-    from lumos_gym.training.config import RECIPES  # light: TODO move to the module's imports
-
     settings = {**chosen.training, **dict(training or {})}
     batch = settings.get("batch_size", RECIPES[settings["recipe"]].settings["batch_size"])
     if chosen.epochs is not None and "max_steps" not in (training or {}):
@@ -516,8 +513,6 @@ def _evaluate_runs(
 
 def _write_report(out: Path, report: Mapping[str, Any], log: Callable[[str], None]) -> None:
     """Step 5: ``report.json`` and the score table as ``report.md``."""
-    from lumos_gym.jsonl import write_json_atomic  # light: TODO move to the module's imports
-
     write_json_atomic(out / "report.json", report)
     (out / "report.md").write_text(render_report(report["scores"]), encoding="utf-8")
     log(f"report: {out / 'report.md'}")
@@ -546,8 +541,6 @@ def _mix_text(report: Mapping[str, Any]) -> str:
 
 def reference_card(report: Mapping[str, Any], runs: Mapping[str, Mapping[str, Any]]) -> str:
     """The Markdown card of the shipped Lumos-I adapters: data, recipe, command, scores."""
-    from lumos_gym.training.config import RECIPES
-
     training = dict(report["training"])
     recipe = training.pop("recipe")
     lines = [
@@ -623,10 +616,6 @@ def ship_reference(out: str | Path) -> Path:
     Raises:
         TrainingError: the run has no report or no trained Lumos-I.
     """
-    from lumos_gym.jsonl import write_json_atomic
-    from lumos_gym.models.reference import REFERENCE_AGENTS
-    from lumos_gym.training.trainer import REPORT_FILE
-
     out = Path(out)
     try:
         report = json.loads((out / "report.json").read_text(encoding="utf-8"))
@@ -654,14 +643,13 @@ def ship_reference(out: str | Path) -> Path:
         write_json_atomic(target / REPORT_FILE, runs[role])
     qa_source = out / "models" / "qa-tool"
     if (qa_source / "adapter_model.safetensors").is_file():  # the QA tool's model ships too
-        from lumos_gym.tools.qa import QA_REFERENCE_ADAPTER
 
-        QA_REFERENCE_ADAPTER.mkdir(parents=True, exist_ok=True)
+        qa_tool.QA_REFERENCE_ADAPTER.mkdir(parents=True, exist_ok=True)
         for name in ("adapter_config.json", "adapter_model.safetensors"):
-            shutil.copyfile(qa_source / name, QA_REFERENCE_ADAPTER / name)
+            shutil.copyfile(qa_source / name, qa_tool.QA_REFERENCE_ADAPTER / name)
         run = json.loads((qa_source / REPORT_FILE).read_text(encoding="utf-8"))
         runs["QA tool"] = portable_training_report(run)
-        write_json_atomic(QA_REFERENCE_ADAPTER / REPORT_FILE, runs["QA tool"])
+        write_json_atomic(qa_tool.QA_REFERENCE_ADAPTER / REPORT_FILE, runs["QA tool"])
     card = reference_card(report, runs)
     notes = out / "NOTES.md"  # the release's own remarks, kept with the card
     if notes.is_file():
