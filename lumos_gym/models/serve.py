@@ -517,7 +517,7 @@ def serve(
     """
     import uvicorn
 
-    from lumos_gym.models.hf import HFBackend, split_model_name
+    from lumos_gym.models.hf import HFBackend, split_model_name  # heavy: torch and transformers
 
     base, folder = split_model_name(model)
     if folder is not None and adapter is not None:
