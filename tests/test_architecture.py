@@ -17,7 +17,7 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "lumos_gym"
 
-#: Bottom to top. A part may import the parts of its own layer's lower neighbours only.
+#: Bottom to top. A part may import its own layer and the layers below it, never one above.
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("errors",),
     ("registry", "text", "jsonl"),
