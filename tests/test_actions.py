@@ -155,6 +155,7 @@ def _actions(draw):
 
 @settings(max_examples=1000, deadline=None)
 @given(_actions())
+@pytest.mark.full
 def test_property_format_parse_round_trip(action):
     text = format_action(action)
     assert parse_action(text) == action
@@ -163,6 +164,7 @@ def test_property_format_parse_round_trip(action):
 
 @settings(max_examples=300, deadline=None)
 @given(st.lists(_actions().map(lambda a: a.without_result()), min_size=1, max_size=4))
+@pytest.mark.full
 def test_property_lists_round_trip(actions):
     text = format_actions(actions)
     assert parse_actions(text) == actions
@@ -170,6 +172,7 @@ def test_property_lists_round_trip(actions):
 
 @settings(max_examples=5000, deadline=None)
 @given(st.text(max_size=80))
+@pytest.mark.full
 def test_property_any_string_parses_or_raises_own_error(text):
     try:
         parsed = parse_actions(text)
@@ -182,6 +185,7 @@ def test_property_any_string_parses_or_raises_own_error(text):
 
 @settings(max_examples=2000, deadline=None)
 @given(st.text(alphabet="R1234567890 =,()[];:.QAOutputCalcr-+*/", max_size=60))
+@pytest.mark.full
 def test_property_action_like_strings(text):
     try:
         parse_actions(text)

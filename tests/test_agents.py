@@ -141,6 +141,7 @@ def test_oracle_agent_replays_gold_actions():
 
 @pytest.mark.parametrize("name", ["lumos-i", "lumos-o", "integrated", "react", "cot", "direct"])
 @pytest.mark.parametrize("garbage", ["", "(((", "R1 = Calculator(", "Answer(", "x" * 500])
+@pytest.mark.full
 def test_garbage_never_takes_the_run_down(name, garbage):
     agent = make_agent(name, max_rounds=2)
     backend = ScriptedBackend(lambda r: garbage)
@@ -149,6 +150,7 @@ def test_garbage_never_takes_the_run_down(name, garbage):
     assert all(r.status in STATUSES for r in records)
 
 
+@pytest.mark.full
 def test_batching_sends_all_pending_asks_together():
     backend = ScriptedBackend(by_turn(PLANS[:1] + [prompts.STOP_PLANNING]))
     grounder = ScriptedBackend(by_turn(GROUNDED))

@@ -79,6 +79,7 @@ def first(tasks: list[Task], task_id: str) -> Task:
 # --- scoring HumanEval --------------------------------------------------------------------------
 
 
+@pytest.mark.full
 def test_all_164_canonical_solutions_pass(humaneval):
     assert len(humaneval) == 164
     results = score_submissions([(t, t.answer) for t in humaneval], workers=3)
@@ -124,6 +125,7 @@ def test_a_looping_solution_times_out(humaneval):
     ],
     ids=["fork-bomb", "huge-allocation", "sys-exit", "os-exit", "ignores-alarm"],
 )
+@pytest.mark.full
 def test_hostile_submissions_fail_without_harming_the_run(humaneval, attack):
     task = humaneval[0]
     program = attack + task.answer  # the right function comes after the attack
@@ -312,6 +314,7 @@ def test_env_checker_passes(kwargs):
     env.close()
 
 
+@pytest.mark.full
 def test_oracle_replay_of_gold_actions_scores_one(he_env):
     mbpp = CodeEnv(dataset="mbpp")
     subset = [he_env.tasks[i] for i in (0, 1, 10, 32, 38, 130, 163)]
@@ -450,6 +453,7 @@ def test_converter_subgoals_and_examples():
     )
 
 
+@pytest.mark.full
 def test_converted_annotations_verify_by_replay(humaneval):
     mbpp = load_mbpp(DATA / "mbpp_sample.jsonl", "sample")
     picked = [humaneval[0], humaneval[130], mbpp[4]]  # mbpp[4] needs its setup code

@@ -44,6 +44,7 @@ def test_convert_verify_and_export_the_math_envs(tmp_path, capsys):
     assert not (tmp_path / "y.jsonl").exists()
 
 
+@pytest.mark.full
 def test_convert_with_a_model_keeps_every_rejection(tmp_path, capsys):
     pytest.importorskip("torch")
     from conftest import save_tiny_model
@@ -68,6 +69,7 @@ def test_backend_specs():
         backend_from_spec("openai:model")
 
 
+@pytest.mark.full
 def test_data_build_makes_every_offline_split(tmp_path, capsys):
     assert main(["data", "build", "--out", str(tmp_path), "--num-tasks", "4"]) == 0
     out = capsys.readouterr().out

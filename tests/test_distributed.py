@@ -26,6 +26,7 @@ ray = pytest.importorskip("ray")
 from lumos_gym.leaderboard.distributed import DistributedError, RayPool  # noqa: E402
 
 
+@pytest.mark.full
 def test_the_command_starts_a_local_ray_and_stops_it(tmp_path):
     """`lumos-gym evaluate --ray` in its own process: a local Ray instance, then none left."""
     command = [sys.executable, "-m", "lumos_gym.cli", "evaluate", "--agent", "oracle", "--env",
@@ -54,6 +55,7 @@ def test_the_command_starts_a_local_ray_and_stops_it(tmp_path):
     assert json.loads((tmp_path / "summary.json").read_text())["overall"]["mean"] == 1.0
 
 
+@pytest.mark.full
 def test_an_unreachable_cluster_address_fails_fast_with_a_clear_message(tmp_path):
     with socket.socket() as probe:  # a port nothing listens on
         probe.bind(("127.0.0.1", 0))
@@ -109,6 +111,7 @@ def _half_right(request):
     return "4" if len(prompt) % 2 else "7"
 
 
+@pytest.mark.full
 def test_a_ray_run_equals_the_local_run(local_ray, tmp_path):
     envs = ["GSM8K-v0", "SVAMP-v0", "WebShop-v0"]
     local = evaluate(RunConfig("oracle", envs=envs, limit=3, out=tmp_path / "local",
@@ -124,6 +127,7 @@ def test_a_ray_run_equals_the_local_run(local_ray, tmp_path):
     assert "ray" not in json.loads((tmp_path / "local" / "run.json").read_text())
 
 
+@pytest.mark.full
 def test_scripted_backends_travel_and_a_resumed_ray_run_writes_each_episode_once(
     local_ray, tmp_path
 ):
@@ -143,6 +147,7 @@ def test_scripted_backends_travel_and_a_resumed_ray_run_writes_each_episode_once
     assert comparable(resumed.summary) == comparable(whole.summary)
 
 
+@pytest.mark.full
 def test_chunks_spread_a_small_run_over_every_worker(local_ray):
     entry = suite_entries(envs=["SVAMP-v0"], limit=5)[0]
     specs = list(plan_env(entry, privileged=True).specs)
@@ -171,6 +176,7 @@ class KillingOracle(OracleAgent):
         return super().episode(observation, info)
 
 
+@pytest.mark.full
 def test_an_episode_that_kills_its_worker_ends_as_env_error_and_the_rest_run(local_ray):
     entry = suite_entries(envs=["SVAMP-v0"], limit=6)[0]
     specs = list(plan_env(entry, privileged=True).specs)
@@ -192,6 +198,7 @@ def test_an_episode_that_kills_its_worker_ends_as_env_error_and_the_rest_run(loc
     assert [r.status for r in again] == ["completed", "completed"]
 
 
+@pytest.mark.full
 def test_a_worker_that_cannot_build_its_model_fails_clearly(local_ray, tmp_path):
     with pytest.raises(DistributedError, match="a Ray worker failed: .*no-such-model"):
         evaluate(RunConfig("direct", envs=["GSM8K-v0"], limit=2, out=tmp_path, ray=True,
@@ -231,6 +238,7 @@ def test_without_ray_installed_the_flag_says_how_to_get_it(tmp_path, monkeypatch
     assert code == 2 and "pip install 'lumos-gym[ray]'" in capsys.readouterr().err
 
 
+@pytest.mark.full
 def test_ray_workers_share_one_served_model(local_ray, tiny_model, tmp_path):
     """`lumos-gym serve` in its own process; two Ray actors are its clients."""
     from lumos_gym.agents.base import AgentConfig
@@ -250,6 +258,7 @@ def test_ray_workers_share_one_served_model(local_ray, tiny_model, tmp_path):
     assert run["ray"]["workers"] == 2
 
 
+@pytest.mark.full
 def test_each_actor_loads_a_local_model_given_by_a_relative_path(local_ray, tiny_model, tmp_path,
                                                                  monkeypatch):
     from lumos_gym.agents.base import AgentConfig
@@ -266,6 +275,7 @@ def test_each_actor_loads_a_local_model_given_by_a_relative_path(local_ray, tiny
     assert run["backends"]["planner"]["backend"] == "hf" and run["ray"]["workers"] == 2
 
 
+@pytest.mark.full
 def test_an_existing_folder_needs_resume_with_or_without_ray(local_ray, tmp_path):
     evaluate(RunConfig("oracle", envs=["SVAMP-v0"], limit=1, out=tmp_path, progress=False))
     with pytest.raises(EvaluationError, match="already holds 1 episode; pass --resume"):

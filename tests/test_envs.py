@@ -24,6 +24,7 @@ def make(env_id="lumos/MathWord-v0", **kwargs):
 
 
 @pytest.mark.parametrize("env_id", MATH_IDS)
+@pytest.mark.full
 def test_registered_env_passes_checker_and_oracle(env_id):
     report = check_env_id(env_id)
     assert report.api_ok, report.api_error
@@ -107,6 +108,7 @@ def test_calculator_never_runs_python():
     assert obs.startswith("Error:") and not marker.exists()
 
 
+@pytest.mark.full
 def test_code_action_cannot_open_sockets():
     from lumos_gym.tools.sandbox import namespace_flags
 
@@ -145,6 +147,7 @@ def _accept_quietly(server):
         return False
 
 
+@pytest.mark.full
 def test_ten_thousand_random_strings_raise_nothing():
     env = make()
     env.reset(seed=0)

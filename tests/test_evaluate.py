@@ -166,6 +166,7 @@ def _actions(result):
 
 
 @pytest.mark.parametrize("agent", ["lumos-i", "lumos-o", "integrated", "react", "cot", "direct"])
+@pytest.mark.full
 def test_batched_and_sequential_greedy_runs_give_identical_actions(tiny_model, tmp_path, agent):
     from lumos_gym.agents.base import AgentConfig
 
@@ -212,6 +213,7 @@ def test_planner_and_grounder_adapters_on_one_base(tiny_model, tmp_path):
                                                adapters={"*": str(tmp_path / "no")})))
 
 
+@pytest.mark.full
 def test_evaluate_over_http_against_lumos_gym_serve(tiny_model, tmp_path):
     """`lumos-gym serve` in its own process, `evaluate --backend openai` against it."""
     from conftest import served

@@ -137,6 +137,7 @@ def alf(cache):
 
 
 # ---------------------------------------------------------------------------------- TextWorld
+@pytest.mark.full
 def test_textworld_games_are_made_once_cached_and_deterministic(tw, cache, tmp_path):
     assert [t.id for t in tw.tasks] == [
         "textworld/test/tw-coin_collector-l1/1",
@@ -206,6 +207,7 @@ def test_textworld_passes_gymnasium_checks(tw):
     check_env(tw, skip_render_check=True, skip_close_check=True)
 
 
+@pytest.mark.full
 def test_lumos_agent_plays_a_game_through_the_runner(cache):
     plans = iter(["Subgoal 1: Take the coin.", "Yes, I will stop planning."])
     backends = {"planner": ScriptedBackend(lambda request: next(plans)),
@@ -219,6 +221,7 @@ def test_lumos_agent_plays_a_game_through_the_runner(cache):
     assert [t["action"] for t in record.turns if "action" in t] == ["R1 = Command(take coin)"]
 
 
+@pytest.mark.full
 def test_killed_game_process_ends_the_episode_without_zombie(cache):
     env = TextWorldEnv(**TW, cache_dir=cache / "textworld")
     try:
@@ -248,6 +251,7 @@ def test_a_command_past_the_timeout_kills_the_game(cache):
         env.close()
 
 
+@pytest.mark.full
 def test_admissible_commands_privileged_gold_and_no_process_left(cache):
     before = children()
     env = TextWorldEnv(**TW, cache_dir=cache / "textworld", admissible=True, privileged=True)
@@ -266,6 +270,7 @@ def test_admissible_commands_privileged_gold_and_no_process_left(cache):
     assert children() <= before and gone(worker)
 
 
+@pytest.mark.full
 def test_given_game_files_play_and_ulx_is_refused(tw, tmp_path):
     source = Path(tw.tasks[1].meta["path"])
     shutil.copy(source, tmp_path / "maze.z8")  # not named tw-*: the engine links it so
@@ -282,6 +287,7 @@ def test_given_game_files_play_and_ulx_is_refused(tw, tmp_path):
         TextWorldEnv(games=[tmp_path / "old.ulx"])
 
 
+@pytest.mark.full
 def test_in_process_host_plays_the_same_games(cache):
     env = TextWorldEnv(**TW, cache_dir=cache / "textworld", isolate=False)
     try:
@@ -290,6 +296,7 @@ def test_in_process_host_plays_the_same_games(cache):
         env.close()
 
 
+@pytest.mark.full
 def test_textworld_levels_tag_each_game_and_level_one_is_one_command(tw, cache):
     env = TextWorldEnv(levels=[1, 2], num_games=2, seed=1, cache_dir=cache / "textworld")
     try:
@@ -317,6 +324,7 @@ def test_textworld_levels_tag_each_game_and_level_one_is_one_command(tw, cache):
             recipes(**bad)
 
 
+@pytest.mark.full
 def test_a_seed_without_a_quest_is_retried_with_the_next_one(cache):
     # tw-treasure_hunter at level 3 finds no quest for the first seed of this game
     env = TextWorldEnv(challenge="tw-treasure_hunter", level=3, seed=1, num_games=1,
@@ -366,6 +374,7 @@ def test_alfworld_generates_problems_of_the_six_types():
     assert generate_problem(TASK_TYPES[0], 3, split="train") != generate_problem(TASK_TYPES[0], 3)
 
 
+@pytest.mark.full
 def test_alfworld_oracle_replays_win(alf):
     assert [t.meta["task_type"] for t in alf.tasks] == list(ALF_TYPES)
     for task in alf.tasks:
@@ -378,6 +387,7 @@ def test_alfworld_oracle_replays_win(alf):
     assert obs == "Nothing happens."  # ALFWorld's engine answers unknown commands so
 
 
+@pytest.mark.full
 def test_alfworld_official_layout_loads_and_missing_data_says_how(alf, tmp_path):
     task = alf.tasks[0]
     split = tmp_path / "json_2.1.1" / "valid_seen"
@@ -427,6 +437,7 @@ def test_alfworld_level_one_rooms_are_small_open_and_split_by_content():
         ALFWorldEnv(levels=[0])
 
 
+@pytest.mark.full
 def test_alfworld_level_one_oracle_wins_every_type(cache):
     env = ALFWorldEnv(levels=[1], cache_dir=cache / "alfworld")
     try:
@@ -475,6 +486,7 @@ needs_java = pytest.mark.skipif(twx_available() is not None, reason=str(twx_avai
 
 
 @needs_java
+@pytest.mark.full
 def test_twx_oracle_replays_win_and_a_dead_vm_ends_the_episode():
     before = children()
     env = TextWorldExpressEnv(games=("coin", "twc"), num_tasks=1, admissible=True)
@@ -549,6 +561,7 @@ def test_converters_write_command_plans_and_reject_bad_tasks(tw, alf):
             textworld_annotation(task)
 
 
+@pytest.mark.full
 def test_annotations_verify_by_replay_and_a_short_plan_fails(tw, alf):
     for env, convert in ((tw, textworld_annotation), (alf, alfworld_annotation)):
         for task in env.tasks:
@@ -560,6 +573,7 @@ def test_annotations_verify_by_replay_and_a_short_plan_fails(tw, alf):
         replay(tw, cut)
 
 
+@pytest.mark.full
 def test_convert_pipeline_keeps_verified_game_annotations(cache, tmp_path):
     summary = convert_env("lumos/TextWorld-v0", out=tmp_path / "tw.jsonl",
                           env_kwargs={**TW, "cache_dir": str(cache / "textworld")})
@@ -569,6 +583,7 @@ def test_convert_pipeline_keeps_verified_game_annotations(cache, tmp_path):
     assert rows[0]["subgoal_plan"] == plan
 
 
+@pytest.mark.full
 def test_plan_feedback_quotes_the_games_replies_as_the_agent_does(tw, cache):
     from lumos_gym import prompts
     from lumos_gym.actions import parse_actions
@@ -616,6 +631,7 @@ def test_plan_feedback_quotes_the_games_replies_as_the_agent_does(tw, cache):
     assert sent == [prompts.render_inference(messages[:i]) for i in range(1, last + 1, 2)]
 
 
+@pytest.mark.full
 def test_worker_host_reports_engine_errors_and_stops(tmp_path):
     host = WorkerHost()
     try:

@@ -189,6 +189,7 @@ def test_bootstrap_interval_is_deterministic_and_percentile():
 
 
 # ------------------------------------------------------------- determinism, resume, shards
+@pytest.mark.full
 def test_same_seed_same_summary_and_provenance(tmp_path, half_right):
     a = _run(tmp_path / "a", half_right)
     b = _run(tmp_path / "b", half_right)
@@ -208,6 +209,7 @@ def test_same_seed_same_summary_and_provenance(tmp_path, half_right):
     assert sa["provenance"]["plan"]["keys_sha256"] == run["plan"]["keys_sha256"]
 
 
+@pytest.mark.full
 def test_a_killed_run_resumed_gives_the_same_episodes_none_twice(tmp_path, half_right):
     _run(tmp_path / "whole", half_right)
     _run(tmp_path / "killed", half_right)
@@ -231,6 +233,7 @@ def tiny_model(tmp_path_factory):
     return save_tiny_model(tmp_path_factory.mktemp("tiny"), max_positions=2048)
 
 
+@pytest.mark.full
 def test_a_run_killed_by_sigkill_resumes_to_the_uninterrupted_episodes(tmp_path, tiny_model):
     """A real `lumos-gym evaluate` process, SIGKILLed after a few episodes, then --resume."""
     import os
@@ -283,6 +286,7 @@ def test_records_of_the_old_key_format_resume(tmp_path, half_right):
     assert _run(tmp_path, half_right, limit=2).resumed == 4
 
 
+@pytest.mark.full
 def test_shards_merged_equal_the_whole_run(tmp_path, half_right, capsys):
     _run(tmp_path / "whole", half_right)
     for i in (1, 2):
@@ -309,6 +313,7 @@ def test_shards_merged_equal_the_whole_run(tmp_path, half_right, capsys):
         _run(tmp_path / "s1", half_right, shard="2/2")
 
 
+@pytest.mark.full
 def test_merge_refuses_what_does_not_fit(tmp_path, half_right):
     for i in (1, 2):
         _run(tmp_path / f"s{i}", half_right, shard=(i, 2))
@@ -339,6 +344,7 @@ def test_merge_refuses_what_does_not_fit(tmp_path, half_right):
         merge_results([tmp_path / "s1", tmp_path / "s2"], tmp_path / "m7")
 
 
+@pytest.mark.full
 def test_corrupt_and_truncated_shards_load_their_valid_records(tmp_path, half_right, capsys):
     for i in (1, 2):
         _run(tmp_path / f"s{i}", half_right, shard=(i, 2))
@@ -375,6 +381,7 @@ def test_a_partial_merge_counts_absent_shards_and_does_not_validate(tmp_path, ha
     assert "no such folder: " in capsys.readouterr().err
 
 
+@pytest.mark.full
 def test_resume_refuses_episodes_of_another_plan_or_agent_before_any_model(tmp_path, half_right):
     _run(tmp_path, half_right, limit=3)  # 6 episodes
     with pytest.raises(EvaluationError, match="holds 2 of its 6 episodes outside this run's plan"):
@@ -393,6 +400,7 @@ def test_resume_refuses_episodes_of_another_plan_or_agent_before_any_model(tmp_p
                            agent_config=AgentConfig(seed=3), progress=False))
 
 
+@pytest.mark.full
 def test_validate_wants_the_whole_suite(tmp_path, capsys):
     evaluate(RunConfig("oracle", suite="math", limit=1, out=tmp_path / "one", progress=False))
     assert main(["leaderboard", "--validate", str(tmp_path / "one"), "--suite", "math"]) == 2

@@ -635,6 +635,7 @@ def test_ranker_options_reach_the_tools(data_root):
         make_ranker("bm25", temperature=1)
 
 
+@pytest.mark.full
 def test_the_bundled_set_is_what_the_recorder_writes(tmp_path):
     """The shipped file is reproducible; if the shop's pages change, regenerate it with
     ``python -m lumos_gym.envs.web.mind2web_record --out lumos_gym/envs/data/mind2web``."""

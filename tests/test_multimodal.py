@@ -140,6 +140,7 @@ def test_card_glyphs_are_distinct_and_every_card_text_reads_back():
 # The scene backend reads pixels
 
 
+@pytest.mark.full
 def test_scene_backend_answers_every_question_kind_from_the_pixels():
     tasks = generate_tasks(split="test", seed=11, num_tasks=6) + generate_tasks(
         split="train", seed=2, num_tasks=2
@@ -153,6 +154,7 @@ def test_scene_backend_answers_every_question_kind_from_the_pixels():
     assert min(checked.values()) == 8
 
 
+@pytest.mark.full
 def test_scene_backend_answers_about_the_picture_it_is_given():
     tasks = generate_tasks(split="test", seed=4, num_tasks=3, levels=[1])
     pairs = differ = 0

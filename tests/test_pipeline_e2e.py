@@ -24,6 +24,7 @@ def _episodes(folder) -> list[dict]:
     return [json.loads(line) for line in (folder / "episodes.jsonl").open()]
 
 
+@pytest.mark.full
 def test_convert_export_train_evaluate(tmp_path, capsys):
     threads = torch.get_num_threads()
     torch.set_num_threads(1)

@@ -134,6 +134,7 @@ def _ask(tool: QA) -> tuple[str, list[dict]]:
         tool.close()
 
 
+@pytest.mark.full
 def test_an_adapter_folder_is_a_qa_model(adapter):
     from lumos_gym.models.hf import HFBackend
 

@@ -270,6 +270,7 @@ def _prepared_run(tmp_path, num_tasks: int, formats) -> Path:
     return out
 
 
+@pytest.mark.full
 def test_reproduce_trains_every_agent_on_one_mixture_scores_and_ships(tmp_path, monkeypatch):
     """reproduce_offline end to end on the tiny model and a small prepared data folder."""
     from conftest import save_tiny_model
@@ -322,6 +323,7 @@ def test_reproduce_trains_every_agent_on_one_mixture_scores_and_ships(tmp_path, 
     assert str(tmp_path) not in json.dumps(shipped_report)
 
 
+@pytest.mark.full
 def test_gpu_budget_trains_every_record_same_steps_in_parallel_and_stops(tmp_path):
     """--budget gpu --until train --parallel 2: all records, one step count, no evaluation."""
     from conftest import save_tiny_model

@@ -143,6 +143,7 @@ def test_signal_is_reported(mode):
     assert (result.returncode, result.signal) == (-15, "SIGTERM")
 
 
+@pytest.mark.full
 def test_wall_timeout_kills_an_infinite_loop(mode):
     result = run_python("while True:\n    pass\n", timeout=1.0)
     assert result.timed_out and result.signal == "SIGKILL"
@@ -153,6 +154,7 @@ def test_wall_timeout_kills_a_sleeper():
     assert result.timed_out
 
 
+@pytest.mark.full
 def test_cpu_limit_kills_with_sigxcpu():
     result = run_python("while True:\n    pass\n", timeout=5.0, cpu_seconds=1)
     assert not result.timed_out

@@ -442,6 +442,7 @@ def padded_run(tmp_path_factory, tiny, records_file):
 
 
 @pytest.mark.parametrize("run", ["packed_run", "padded_run"])
+@pytest.mark.full
 def test_a_lora_run_learns(request, tiny, run):
     result = request.getfixturevalue(run)
     report = json.loads((result.out / "lumos_training.json").read_text())
@@ -575,6 +576,7 @@ def test_an_init_adapter_for_the_same_base_starts_from_its_weights(
 
 
 # ------------------------------------------------------------------------------------- resume
+@pytest.mark.full
 def test_resume_continues_from_the_last_checkpoint(tmp_path, tiny, records_file, caplog):
     out = tmp_path / "run"
     first = train(_config(records_file, tiny, out, max_steps=4, save_steps=2, eval_fraction=0))

@@ -362,6 +362,7 @@ def test_html_observation_mode_and_checker():
         WebShopEnv(**SMALL, observation_mode="pixels")
 
 
+@pytest.mark.full
 def test_oracle_replay_and_check_reach_full_reward():
     report = check_env_id("lumos/WebShop-v0", kwargs=SMALL)
     assert report.ok, (report.api_error, report.warnings, report.replays)
@@ -426,6 +427,7 @@ def run_on_exports(agent_name, env_id, task_id, env_kwargs, exported):
     return {role: [r.prompt for batch in b.batches for r in batch] for role, b in backends.items()}
 
 
+@pytest.mark.full
 def test_plan_feedback_quotes_the_search_results_the_agent_quotes():
     from lumos_gym import prompts
     from lumos_gym.actions import parse_actions
