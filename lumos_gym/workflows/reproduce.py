@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from lumos_gym.envs.registration import fill_from_families
 from lumos_gym.training.config import TrainingError
 
 #: The export format each agent's models learn from.
@@ -40,11 +41,10 @@ AGENT_FORMATS: dict[str, dict[str, str]] = {
     "direct": {"policy": "direct"},
 }
 
-#: Records drawn per domain (the same annotations for every agent and format).
-REFERENCE_MIX: dict[str, int] = {
-    "maths": 170, "complex_qa": 140, "webshop": 90, "web_agent": 60, "game": 80,
-    "multimodal": 100,
-}
+#: Records drawn per domain (the same annotations for every agent and format), from the env
+#: families' records (``mix`` of :class:`lumos_gym.envs.families.Family`), in family order.
+REFERENCE_MIX: dict[str, int] = {}
+fill_from_families(REFERENCE_MIX, lambda family: family.mix.items())
 
 #: The training budget of every model, as the shipped Lumos-I adapters were trained: the
 #: cpu-small recipe (LoRA r=8 on all linear layers, lr 4e-4 with linear decay and 3% warmup)
