@@ -89,14 +89,9 @@ GROUND_INSTRUCTIONS: dict[str, str] = {
 }
 
 #: The action names of each Lumos domain, used to recognise an env that speaks one of them.
-DOMAIN_ACTIONS: dict[str, frozenset[str]] = {
-    "maths": frozenset(
-        ["Calculator", "SetEquation", "SolveEquation", "Count", "SolveInequality", "Code", "Define"]
-    ),
-    "complex_qa": frozenset(["KnowledgeQuery", "ParagraphRetrieve", "QA", "Calculator", "Code"]),
-    "web_agent": frozenset(["CLICK", "TYPE", "SELECT"]),
-    "webshop": frozenset(["Search", "FeatureRetrieve", "Pick", "Click"]),
-}
+#: Filled from the env families' records (``domain_actions`` of
+#: :class:`lumos_gym.envs.families.Family`) when :mod:`lumos_gym.envs` registers them.
+DOMAIN_ACTIONS: dict[str, frozenset[str]] = {}
 
 GROUND_SUBGOAL = "Subgoal to be grounded: {subgoal}\n"
 GROUND_SUBGOALS = "Subgoals to be grounded: {subgoals}\n"
@@ -132,7 +127,7 @@ def grounding_instruction(task: str, specs: Sequence[ToolSpec]) -> str:
     gives Lumos' text byte for byte).
     """
     domain = lumos_domain(spec.name for spec in specs)
-    if domain is not None:
+    if domain in GROUND_INSTRUCTIONS:
         return GROUND_INSTRUCTIONS[domain].replace("{task}", task)
     names = [spec.name for spec in specs]
     described = "; ".join(spec.describe() for spec in specs)

@@ -45,6 +45,12 @@ class Registry(Generic[T]):
             raise RegistryError(f"{self.kind} {name!r} is already registered")
         self._entries[name] = obj
 
+    def unregister(self, name: str) -> None:
+        """Remove the entry called ``name`` (an unknown name raises, with suggestions)."""
+        if name not in self._entries:
+            raise RegistryError(self._missing_message(name))
+        del self._entries[name]
+
     def get(self, name: str) -> T:
         """Return the component registered under ``name``, importing it if lazy."""
         try:

@@ -23,20 +23,15 @@ from typing import Any, ClassVar
 from lumos_gym import prompts
 from lumos_gym.actions import last_variable, parse_actions
 from lumos_gym.agents.base import Act, Agent, Ask, EpisodeLogic, StepOutcome
+from lumos_gym.envs.registration import fill_from_families
 from lumos_gym.envs.tasks import ENV_ENDED_TYPES
 from lumos_gym.errors import ActionParseError
 from lumos_gym.tools.base import ToolSpec
 
-#: Subgoals (plan + ground rounds) per task type. The original loops count module calls:
-#: GSM8K 16 (8 subgoals), SVAMP 4, HotpotQA and StrategyQA 10, Mind2Web 15, WebShop 10.
-LUMOS_ROUNDS: dict[str, int] = {
-    "math": 8,
-    "qa": 5,
-    "web": 10,
-    "code": 5,
-    "multimodal": 5,
-    "game": 10,
-}
+#: Subgoals (plan + ground rounds) per task type, from the env families' records
+#: (``lumos_rounds`` of :class:`lumos_gym.envs.families.Family`); 5 for any other task type.
+LUMOS_ROUNDS: dict[str, int] = {}
+fill_from_families(LUMOS_ROUNDS, lambda family: [(family.task_type, family.lumos_rounds)])
 
 
 def action_specs(info: Mapping[str, Any]) -> list[ToolSpec]:

@@ -34,7 +34,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from lumos_gym.conversion.annotation import Annotation, make_subgoals
-from lumos_gym.conversion.rules import ConversionError
+from lumos_gym.conversion.rules import ConversionError, module_converters
 from lumos_gym.envs.tasks import Task
 from lumos_gym.tools.program import one_line
 
@@ -384,11 +384,9 @@ def mbpp_annotation(task: Task) -> Annotation:
     return _annotation(task, dataset, name, sentence, example)
 
 
-#: The rule-based converter of each code dataset (MBPP's handles both of its files).
-CODE_CONVERTERS: Mapping[str, Callable[[Task], Annotation]] = {
-    "humaneval": humaneval_annotation,
-    "mbpp": mbpp_annotation,
-}
+#: The rule-based converter of each code dataset (MBPP's handles both of its files), as the code
+#: family's record (``lumos_gym/envs/code``) names them.
+CODE_CONVERTERS: Mapping[str, Callable[[Task], Annotation]] = module_converters(__name__)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -35,13 +35,25 @@ from lumos_gym import prompts
 from lumos_gym.actions import Action, format_action
 from lumos_gym.conversion.annotation import AnnotatedAction, Annotation, AnnotationError
 from lumos_gym.envs.base import ANSWER_SPEC, STOP_SPEC
+from lumos_gym.envs.registration import fill_from_families
 from lumos_gym.envs.tasks import ENV_ENDED_TYPES
 from lumos_gym.errors import ActionParseError, RegistryError
 from lumos_gym.registry import Registry
 from lumos_gym.tools.base import ToolSpec
 
-#: The Lumos domain name of each task type (the ``dataset`` field of a record).
-DOMAINS: dict[str, str] = {"math": "maths", "qa": "complex_qa", "web": "web_agent"}
+#: The Lumos domain name of each task type (the ``dataset`` field of a record), and of the
+#: datasets whose domain is not their task type's (WebShop's), from the env families' records
+#: (``domains`` of :class:`lumos_gym.envs.families.Family`). A task type without an entry is its
+#: own domain.
+DOMAINS: dict[str, str] = {}
+DATASET_DOMAINS: dict[str, str] = {}
+fill_from_families(
+    DOMAINS, lambda family: [(k, v) for k, v in family.domains.items() if k == family.task_type]
+)
+fill_from_families(
+    DATASET_DOMAINS,
+    lambda family: [(k, v) for k, v in family.domains.items() if k != family.task_type],
+)
 
 Messages = list[dict[str, str]]
 
@@ -60,8 +72,8 @@ def domain_of(annotation: Annotation) -> str:
     Web annotations are Mind2Web's ``web_agent`` domain, except WebShop's, whose actions
     (``Search``, ``Click``, ``FeatureRetrieve``, ``Pick``) have their own instruction.
     """
-    if annotation.dataset == "webshop":
-        return "webshop"
+    if annotation.dataset in DATASET_DOMAINS:
+        return DATASET_DOMAINS[annotation.dataset]
     return DOMAINS.get(annotation.task_type, annotation.task_type)
 
 
@@ -223,19 +235,10 @@ def ground_iterative(annotation: Annotation) -> Messages:
 
 # ------------------------------------------------------------- the baselines' formats
 #: The tools an env family shows its agents, in instruction order, by dataset name (for
-#: families whose datasets differ in tools, e.g. WebShop and Mind2Web) or by task type.
+#: families whose datasets differ in tools, e.g. WebShop and Mind2Web) or by task type, from
+#: the env families' records (``tools`` of :class:`lumos_gym.envs.families.Family`).
 TOOL_LISTS: Registry[Sequence[str]] = Registry("tool list")
-for _key, _path in {
-    "math": "lumos_gym.envs.math.official:MATH_TOOLS",
-    "qa": "lumos_gym.envs.qa.base:QA_TOOLS",
-    "code": "lumos_gym.envs.code.official:CODE_TOOLS",
-    "webshop": "lumos_gym.envs.web.webshop:WEBSHOP_TOOLS",
-    "mind2web": "lumos_gym.envs.web.mind2web:MIND2WEB_TOOLS",
-    "web": "lumos_gym.envs.web.mind2web:MIND2WEB_TOOLS",
-    "multimodal": "lumos_gym.envs.multimodal.base:VQA_TOOLS",
-    "game": "lumos_gym.envs.games.base:GAME_TOOLS",
-}.items():
-    TOOL_LISTS.register(_key, _path)
+fill_from_families(TOOL_LISTS, lambda family: family.tools.items())
 
 
 def tool_specs_for(task_type: str, dataset: str | None = None) -> list[ToolSpec]:

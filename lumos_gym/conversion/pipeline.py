@@ -27,6 +27,8 @@ from lumos_gym.conversion.exports import (
     save_hf_dataset,
     write_records,
 )
+from lumos_gym.envs.families import OfflineSplit
+from lumos_gym.envs.registration import fill_from_families
 from lumos_gym.errors import LumosGymError
 from lumos_gym.models.factory import backend_from_spec
 
@@ -224,61 +226,11 @@ def convert_env(
     return ConvertSummary(out, rejected_file, len(kept), len(rejected), report)
 
 
-@dataclass(frozen=True)
-class OfflineSplit:
-    """One split that ``lumos-gym data build`` makes without any download.
-
-    Attributes:
-        name: the file stem, e.g. ``"mathword-train"``.
-        env_id: the env whose tasks it holds.
-        kwargs: the env's constructor arguments.
-        role: ``"train"`` (converted, verified and exported as training data) or ``"test"``
-            (the task list, for evaluation).
-    """
-
-    name: str
-    env_id: str
-    kwargs: Mapping[str, Any]
-    role: str
-
-
-#: The offline splits: procedural train and test sets, and the bundled official-format samples.
-OFFLINE_SPLITS: tuple[OfflineSplit, ...] = (
-    OfflineSplit("mathword-train", "lumos/MathWord-v0",
-                 {"split": "train", "levels": [1, 2, 3, 4, 5]}, "train"),
-    OfflineSplit("mathword-test", "lumos/MathWord-v0",
-                 {"split": "test", "levels": [1, 2, 3, 4, 5]}, "test"),
-    OfflineSplit("gsm8k-sample", "lumos/GSM8K-v0", {}, "test"),
-    OfflineSplit("svamp-sample", "lumos/SVAMP-v0", {}, "test"),
-    OfflineSplit("asdiv-sample", "lumos/ASDiv-v0", {}, "test"),
-    OfflineSplit("worldqa-train", "lumos/WorldQA-v0", {"split": "train"}, "train"),
-    OfflineSplit("worldqa-test", "lumos/WorldQA-v0", {"split": "test"}, "test"),
-    OfflineSplit("hotpotqa-sample", "lumos/HotpotQA-v0", {}, "test"),
-    OfflineSplit("strategyqa-sample", "lumos/StrategyQA-v0", {}, "test"),
-    OfflineSplit("musique-sample", "lumos/MuSiQue-v0", {}, "test"),
-    OfflineSplit("2wikimultihopqa-sample", "lumos/2WikiMultihopQA-v0", {}, "test"),
-    OfflineSplit("bamboogle-sample", "lumos/Bamboogle-v0", {}, "test"),
-    OfflineSplit("humaneval", "lumos/HumanEval-v0", {}, "test"),
-    OfflineSplit("mbpp-sample", "lumos/MBPP-v0", {}, "test"),
-    OfflineSplit("webshop-train", "lumos/WebShop-v0", {"split": "train", "num_tasks": 500},
-                 "train"),
-    OfflineSplit("webshop-test", "lumos/WebShop-v0", {"split": "test", "num_tasks": 100}, "test"),
-    OfflineSplit("mind2web-shop-train", "lumos/Mind2Web-v0",
-                 {"source": "record", "split": "train", "num_tasks": 200}, "train"),
-    OfflineSplit("mind2web-shop-test", "lumos/Mind2Web-v0", {}, "test"),
-    # games per level (TextWorld: the four challenges in turn) or per task type and level
-    # (ALFWorld); level 1 is the easy end: one-command TextWorld games, small ALFWorld rooms
-    OfflineSplit("textworld-train", "lumos/TextWorld-v0",
-                 {"split": "train", "levels": [1, 2], "num_games": 150}, "train"),
-    OfflineSplit("textworld-test", "lumos/TextWorld-v0",
-                 {"split": "test", "levels": [1, 2], "num_games": 4}, "test"),
-    OfflineSplit("alfworld-train", "lumos/ALFWorld-v0",
-                 {"split": "train", "levels": [1, 2], "num_tasks": 25}, "train"),
-    OfflineSplit("alfworld-test", "lumos/ALFWorld-v0",
-                 {"split": "test", "levels": [1, 2], "num_tasks": 1}, "test"),
-    OfflineSplit("scenes-train", "lumos/Scenes-v0", {"split": "train", "num_tasks": 20}, "train"),
-    OfflineSplit("scenes-test", "lumos/Scenes-v0", {"split": "test", "num_tasks": 4}, "test"),
-)
+#: The offline splits: procedural train and test sets, and the bundled official-format samples,
+#: from the env families' records (``splits`` of :class:`lumos_gym.envs.families.Family`), in
+#: family order.
+OFFLINE_SPLITS: list[OfflineSplit] = []
+fill_from_families(OFFLINE_SPLITS, lambda family: family.splits)
 
 
 def _write_tasks(env_id: str, kwargs: Mapping[str, Any], path: Path) -> int:
@@ -310,17 +262,17 @@ def build_offline_data(out: str | Path, *, num_tasks: int = 200) -> list[str]:
 
     Args:
         out: the folder.
-        num_tasks: procedural tasks per difficulty level (MathWord) or family (WorldQA); the
-            other generated splits (WebShop, Mind2Web recordings, Scenes, TextWorld games per
-            level, ALFWorld problems per task type and level) scale their listed sizes by
-            ``num_tasks / 200``.
+        num_tasks: the ``num_tasks`` of the splits that take it (``takes_num_tasks``: MathWord's
+            tasks per difficulty level, WorldQA's per question family); the other generated
+            splits (WebShop, Mind2Web recordings, Scenes, TextWorld games per level, ALFWorld
+            problems per task type and level) scale their listed sizes by ``num_tasks / 200``.
     """
     out = Path(out)
     lines: list[str] = []
     annotation_files: list[Path] = []
     for split in OFFLINE_SPLITS:
         kwargs = dict(split.kwargs)
-        if split.env_id in ("lumos/MathWord-v0", "lumos/WorldQA-v0"):
+        if split.takes_num_tasks:
             kwargs["num_tasks"] = num_tasks
         else:
             for key in {"num_tasks", "num_games"} & kwargs.keys():

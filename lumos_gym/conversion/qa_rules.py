@@ -30,7 +30,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from lumos_gym.conversion.annotation import Annotation, make_subgoals
-from lumos_gym.conversion.rules import ConversionError
+from lumos_gym.conversion.rules import ConversionError, module_converters
 from lumos_gym.envs.qa.data import GOLD_PLANS, GoldPlanError
 from lumos_gym.envs.tasks import Task
 
@@ -124,10 +124,6 @@ def twowiki_annotation(task: Task) -> Annotation:
     return qa_annotation(task, "2wikimultihopqa")
 
 
-QA_CONVERTERS: Mapping[str, Callable[[Task], Annotation]] = {
-    "hotpotqa": hotpotqa_annotation,
-    "musique": musique_annotation,
-    "strategyqa": strategyqa_annotation,
-    "2wikimultihopqa": twowiki_annotation,
-}
-"""The rule-based converter of each complex-QA dataset (register them in ``CONVERTERS``)."""
+QA_CONVERTERS: Mapping[str, Callable[[Task], Annotation]] = module_converters(__name__)
+"""The rule-based converter of each complex-QA dataset of this module, as the QA family's
+record (``lumos_gym/envs/qa``) names them."""

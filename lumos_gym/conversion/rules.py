@@ -30,7 +30,7 @@ import math
 import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from fractions import Fraction
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lumos_gym.conversion.annotation import Annotation, AnnotationError, make_subgoals
 from lumos_gym.conversion.exports import Rejected
@@ -42,10 +42,14 @@ from lumos_gym.envs.math.data import (
     parse_asdiv_formula,
     parse_calc_marks,
 )
+from lumos_gym.envs.registration import families, fill_from_families
 from lumos_gym.envs.tasks import Task
 from lumos_gym.errors import LumosGymError, RegistryError
-from lumos_gym.registry import Registry
+from lumos_gym.registry import Registry, import_object
 from lumos_gym.scoring.answers import answers_match, to_fraction
+
+if TYPE_CHECKING:
+    from lumos_gym.envs.base import LumosEnv
 
 __all__ = [
     "CONVERTERS",
@@ -57,7 +61,9 @@ __all__ = [
     "convert_task",
     "convert_tasks",
     "gsm8k_annotation",
+    "math_env_factory",
     "mathword_annotation",
+    "module_converters",
     "problem_numbers",
     "question_subgoal",
     "sentence_subgoal",
@@ -73,10 +79,12 @@ class ConversionError(AnnotationError):
 
 Converter = Callable[[Task], Annotation]
 
-#: The rule-based converter of each dataset name.
+#: The rule-based converter of each dataset name, from the env families' records
+#: (``converters`` of :class:`lumos_gym.envs.families.Family`).
 CONVERTERS: Registry[Converter] = Registry("converter")
-#: Evaluation-only datasets: their files hold questions and answers, nothing to convert.
-_NO_RATIONALES = frozenset({"bamboogle"})
+#: Evaluation-only datasets (a family's converter ``None``): their files hold questions and
+#: answers, nothing to convert.
+_NO_RATIONALES: list[str] = []
 
 Plan = list[tuple[str, list[str]]]
 
@@ -757,29 +765,34 @@ def mathword_annotation(task: Task) -> Annotation:
     )
 
 
-CONVERTERS.register("gsm8k", gsm8k_annotation)
-CONVERTERS.register("svamp", svamp_annotation)
-CONVERTERS.register("asdiv", asdiv_annotation)
-CONVERTERS.register("mathword", mathword_annotation)
-# Other families' converters live in their own modules, imported on first use.
-CONVERTERS.register("worldqa", "lumos_gym.conversion.worldqa_rules:worldqa_annotation")
-for _dataset, _function in (("hotpotqa", "hotpotqa_annotation"), ("musique", "musique_annotation"),
-                            ("strategyqa", "strategyqa_annotation"),
-                            ("2wikimultihopqa", "twowiki_annotation")):
-    CONVERTERS.register(_dataset, f"lumos_gym.conversion.qa_rules:{_function}")
-CONVERTERS.register("humaneval", "lumos_gym.conversion.code_rules:humaneval_annotation")
-CONVERTERS.register("mbpp", "lumos_gym.conversion.code_rules:mbpp_annotation")
-for _dataset, _path in {
-    "webshop": "lumos_gym.conversion.webshop_rules:webshop_annotation",
-    "mind2web": "lumos_gym.conversion.mind2web_rules:mind2web_annotation",
-    "scenes": "lumos_gym.conversion.multimodal_rules:scenes_annotation",
-    "aokvqa": "lumos_gym.conversion.multimodal_rules:aokvqa_annotation",
-    "scienceqa": "lumos_gym.conversion.multimodal_rules:scienceqa_annotation",
-    "textworld": "lumos_gym.conversion.game_rules:textworld_annotation",
-    "alfworld": "lumos_gym.conversion.game_rules:alfworld_annotation",
-    "textworld-express": "lumos_gym.conversion.game_rules:twx_annotation",
-}.items():
-    CONVERTERS.register(_dataset, _path)
+def math_env_factory(tasks: Sequence[Task], dataset: str) -> LumosEnv:
+    """Build the math env that replays annotations of ``dataset`` (for ``verify``)."""
+    from lumos_gym.envs.math.official import MathEnv  # the env module, imported when used
+
+    return MathEnv(dataset=dataset, tasks=tasks)
+
+
+fill_from_families(
+    CONVERTERS, lambda family: [(k, v) for k, v in family.converters.items() if v is not None]
+)
+fill_from_families(
+    _NO_RATIONALES, lambda family: [k for k, v in family.converters.items() if v is None]
+)
+
+
+def module_converters(module: str) -> dict[str, Converter]:
+    """Return the converters that the families' records name in ``module``, by dataset.
+
+    A converter module calls this at its end for its own table (``QA_CONVERTERS`` of
+    :mod:`lumos_gym.conversion.qa_rules`), so the records stay the one list of converters.
+    """
+    return {
+        dataset: import_object(path)  # type: ignore[misc]
+        for family in families()
+        for dataset, path in family.converters.items()
+        if path is not None and path.partition(":")[0] == module
+    }
+
 
 # ---------------------------------------------------------------------------------------------
 # Running converters

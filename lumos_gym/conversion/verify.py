@@ -24,8 +24,8 @@ subgoal's last action, one line as the Lumos-I agent quotes it at evaluation
 ``plan-iterative`` export. Other annotations are kept unchanged.
 
 One env is built per dataset and task type and reset to each task by id, so verification costs
-one env construction per dataset. New task families add their env with
-:func:`register_env_factory`.
+one env construction per dataset. A family names its replay env in its record
+(``verify_env``); :func:`register_env_factory` adds or replaces one by hand.
 """
 
 from __future__ import annotations
@@ -41,6 +41,7 @@ from lumos_gym.actions import Action, format_action, last_variable, split_list
 from lumos_gym.conversion.annotation import Annotation
 from lumos_gym.conversion.exports import RESULTS_FIELD, Rejected, quotes_results
 from lumos_gym.envs.base import LumosEnv, observation_text
+from lumos_gym.envs.registration import fill_from_families
 from lumos_gym.envs.tasks import Task
 from lumos_gym.errors import LumosGymError
 from lumos_gym.registry import Registry
@@ -62,18 +63,13 @@ __all__ = [
 #: Builds an env over the given tasks of one dataset: ``factory(tasks, dataset)``.
 EnvFactory = Callable[[Sequence[Task], str], LumosEnv]
 
-#: The env factory of each task type.
+#: The env factory of each task type, from the env families' records (``verify_env`` of
+#: :class:`lumos_gym.envs.families.Family`) and :func:`register_env_factory`.
 ENV_FACTORIES: Registry[EnvFactory] = Registry("verification env factory")
-
-
-def _math_env(tasks: Sequence[Task], dataset: str) -> LumosEnv:
-    from lumos_gym.envs.math.official import MathEnv
-
-    return MathEnv(dataset=dataset, tasks=tasks)
-
-
-ENV_FACTORIES.register("math", _math_env)
-ENV_FACTORIES.register("code", "lumos_gym.conversion.code_rules:code_env_factory")
+fill_from_families(
+    ENV_FACTORIES,
+    lambda family: [(family.task_type, family.verify_env)] if family.verify_env else [],
+)
 
 
 def register_env_factory(task_type: str, factory: EnvFactory, *, overwrite: bool = False) -> None:

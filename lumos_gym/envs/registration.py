@@ -1,10 +1,20 @@
 """The env registry: every lumos-gym env is a Gymnasium env id ``lumos/<Name>-v<k>``.
 
 ``register_env`` registers the id with Gymnasium (so ``gymnasium.make`` applies its
-checkers and the ``TimeLimit``) and records what ``lumos-gym envs`` shows about it. Another
-installed package adds envs through the entry-point group ``lumos_gym.envs``: each entry point
-names a module (imported) or a callable (called with no argument) that calls
-:func:`register_env`. :func:`load_plugins` reads the group; the CLI calls it.
+checkers and the ``TimeLimit``) and records what ``lumos-gym envs`` shows about it.
+
+``register_family`` registers a whole :class:`~lumos_gym.envs.families.Family`: its envs, and
+its entries in every table that :func:`fill_from_families` fills (converters, replay envs,
+tool lists, offline splits, metrics, round limits, mixture domains and shares, domain
+actions). Those tables live in the layers that use them and subscribe here, so a family
+registered after they were imported still reaches them, and :func:`unregister_family` takes
+it out of all of them.
+
+Another installed package adds envs or families through the entry-point group
+``lumos_gym.envs``: each entry point names a module (imported), a callable (called with no
+argument) that calls :func:`register_env` or :func:`register_family`, or a ``Family`` record
+(registered). :func:`load_plugins` reads the group, once; the CLI calls it, and so does the
+first table filled from the families.
 """
 
 from __future__ import annotations
@@ -12,43 +22,20 @@ from __future__ import annotations
 import functools
 import importlib
 import warnings
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, MutableMapping
+from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from typing import Any
 
 import gymnasium as gym
 
+from lumos_gym import prompts
+from lumos_gym.envs.families import EnvInfo, Family
+from lumos_gym.envs.tasks import ADDED_TASK_TYPES, TASK_TYPES
 from lumos_gym.errors import LumosGymError, RegistryError
-from lumos_gym.registry import Registry, import_object
+from lumos_gym.registry import Registry
 
 PLUGIN_GROUP = "lumos_gym.envs"
-
-
-@dataclass(frozen=True)
-class EnvInfo:
-    """What the env table says about a registered env.
-
-    Attributes:
-        id: the Gymnasium id, ``lumos/<Name>-v<k>``.
-        entry_point: ``"module:Class"`` of the env.
-        sources: where its tasks can come from (``bundled``, ``official``, ``hub``, ``generated``).
-        size: the number of tasks, as text (e.g. ``"1,319 test; 25 bundled"``).
-        description: one line.
-        max_episode_steps: the step limit applied by ``gymnasium.make``.
-        kwargs: default constructor arguments.
-    """
-
-    id: str
-    entry_point: str
-    sources: tuple[str, ...]
-    size: str
-    description: str
-    max_episode_steps: int
-    kwargs: dict[str, Any]
-
-    def env_class(self) -> type:
-        """Import and return the env class."""
-        return import_object(self.entry_point)  # type: ignore[return-value]
 
 
 ENVS: Registry[EnvInfo] = Registry("environment")
@@ -86,9 +73,175 @@ def register_env(
     )
 
 
+def unregister_env(id: str) -> None:
+    """Remove an env id from Gymnasium and from the lumos-gym env table."""
+    ENVS.unregister(id)
+    gym.registry.pop(id, None)
+
+
+# ------------------------------------------------------------------------------- families
+#: A table that the families fill: a :class:`~lumos_gym.registry.Registry` or a dict (each
+#: family puts ``(key, value)`` pairs in it) or a list (each family appends items, in family
+#: order).
+Table = Registry[Any] | MutableMapping[Any, Any] | list[Any]
+
+#: The registered families, by name.
+FAMILIES: Registry[Family] = Registry("env family")
+_ORDER: list[str] = []  # the families' names in registration order
+
+
+@dataclass
+class _Filled:
+    """A table filled from the family records, and what each family put in it."""
+
+    table: Table
+    pick: Callable[[Family], Iterable[Any]]
+    added: dict[str, list[Any]] = field(default_factory=dict)
+
+    def add(self, family: Family) -> None:
+        added = self.added.setdefault(family.name, [])
+        for entry in self.pick(family):
+            if isinstance(self.table, list):
+                self.table.append(entry)
+                added.append(entry)
+                continue
+            key, value = entry
+            if isinstance(self.table, Registry):
+                self.table.register(key, value)
+            elif key in self.table:
+                raise RegistryError(
+                    f"family {family.name!r}: {key!r} is already in a table of another family"
+                )
+            else:
+                self.table[key] = value
+            added.append(key)
+
+    def remove(self, name: str) -> None:
+        for entry in self.added.pop(name, []):
+            if isinstance(self.table, list):
+                index = next(i for i, item in enumerate(self.table) if item is entry)
+                del self.table[index]
+            elif isinstance(self.table, Registry):
+                self.table.unregister(entry)
+            else:
+                del self.table[entry]
+
+
+_FILLED: list[_Filled] = []
+
+
+def _fill(table: Table, pick: Callable[[Family], Iterable[Any]]) -> None:
+    filled = _Filled(table, pick)
+    _FILLED.append(filled)
+    for family in families():
+        filled.add(family)
+
+
+def fill_from_families(table: Table, pick: Callable[[Family], Iterable[Any]]) -> None:
+    """Fill ``table`` from every family record: those registered now, and each one later.
+
+    This is how a layer above :mod:`lumos_gym.envs` keeps a table of its own (a registry of
+    converters, a dict of metrics) while the families stay the one place that lists entries.
+    The first call also loads the installed plugins (:func:`load_plugins`), so that a family
+    declared by an entry point is in every table, whichever command reads it.
+
+    Args:
+        table: a registry or a dict, which ``pick`` fills with ``(key, value)`` pairs (a key
+            already there raises ``RegistryError``), or a list, which it extends with items.
+        pick: what one family puts in the table, e.g.
+            ``lambda family: family.converters.items()``.
+    """
+    _fill(table, pick)
+    load_plugins()
+
+
+def families() -> tuple[Family, ...]:
+    """Return the registered families, in registration order."""
+    return tuple(FAMILIES.get(name) for name in _ORDER)
+
+
+def _check_family(family: Family) -> None:
+    """Raise ``RegistryError`` for a record that contradicts itself or another family."""
+    where = f"env family {family.name!r}"
+    for other in families():
+        if other.task_type == family.task_type:
+            raise RegistryError(f"{where}: family {other.name!r} already has task type "
+                                f"{family.task_type!r} (one family per task type)")
+    ids = [info.id for info in family.envs]
+    for env_id in ids:
+        if env_id in ENVS:
+            raise RegistryError(f"{where}: environment {env_id!r} is already registered")
+    for split in family.splits:
+        if split.env_id not in ids:
+            raise RegistryError(f"{where}: split {split.name!r} names {split.env_id!r}, which "
+                                "is not one of the family's envs")
+        if split.role not in ("train", "test"):
+            raise RegistryError(f"{where}: split {split.name!r} has role {split.role!r}, not "
+                                "'train' or 'test'")
+    domains = {*family.domains.values(), family.domains.get(family.task_type, family.task_type)}
+    unknown = sorted(set(family.mix) - domains)
+    if unknown:
+        raise RegistryError(f"{where}: mixture shares for {', '.join(unknown)}, which are not "
+                            f"domains of the family ({', '.join(sorted(domains))})")
+
+
+def register_family(family: Family) -> None:
+    """Register a family: its envs, and its entries in every table filled from the families.
+
+    Registering the same record again does nothing (a module may register its family on
+    import and be named by an entry point too).
+
+    Raises:
+        RegistryError: another family has the name, the task type or an env id; or an entry
+            collides with another family's (then nothing of the family stays registered).
+    """
+    if family.name in FAMILIES:
+        if FAMILIES.get(family.name) == family:
+            return
+        raise RegistryError(f"env family {family.name!r} is already registered")
+    _check_family(family)
+    FAMILIES.register(family.name, family)
+    _ORDER.append(family.name)
+    try:
+        for info in family.envs:
+            register_env(
+                info.id, info.entry_point, sources=info.sources, size=info.size,
+                description=info.description, max_episode_steps=info.max_episode_steps,
+                kwargs=info.kwargs,
+            )
+        for filled in _FILLED:
+            filled.add(family)
+    except Exception:
+        unregister_family(family.name)
+        raise
+
+
+def unregister_family(name: str) -> None:
+    """Take a family out of Gymnasium, the env table and every table it filled.
+
+    Raises:
+        RegistryError: no family has the name.
+    """
+    family = FAMILIES.get(name)
+    for filled in _FILLED:
+        filled.remove(name)
+    for info in family.envs:
+        if info.id in ENVS:
+            unregister_env(info.id)
+    FAMILIES.unregister(name)
+    _ORDER.remove(name)
+
+
+# a family's own task type becomes one a Task accepts; its domain actions pick the Lumos
+# grounding instruction of an env whose tools are exactly those actions
+# (these two fill before any family is registered, and load no plugin)
+_fill(ADDED_TASK_TYPES, lambda family: [t for t in (family.task_type,) if t not in TASK_TYPES])
+_fill(prompts.DOMAIN_ACTIONS, lambda family: family.domain_actions.items())
+
+
 @functools.cache
 def load_plugins() -> tuple[str, ...]:
-    """Import the envs of installed plugins (entry-point group ``lumos_gym.envs``), once.
+    """Import the envs and families of installed plugins (group ``lumos_gym.envs``), once.
 
     Returns:
         The names of the entry points loaded. A plugin that fails to load is skipped with a
@@ -98,7 +251,11 @@ def load_plugins() -> tuple[str, ...]:
     for ep in entry_points(group=PLUGIN_GROUP):
         try:
             if ":" in ep.value:
-                ep.load()()
+                target = ep.load()
+                if isinstance(target, Family):
+                    register_family(target)
+                else:
+                    target()
             else:
                 importlib.import_module(ep.value)
         except Exception as e:  # a broken plugin must not break lumos-gym
@@ -152,3 +309,23 @@ def resolve_env_id(spec: str) -> str:
         return f"lumos/{spec}"  # the namespace may be left out: GSM8K-v0
     ENVS.get(spec)  # an unknown id raises, with the closest known ids
     return spec
+
+
+__all__ = [
+    "ENVS",
+    "FAMILIES",
+    "PLUGIN_GROUP",
+    "EnvInfo",
+    "Family",
+    "Table",
+    "env_ids",
+    "families",
+    "fill_from_families",
+    "load_plugins",
+    "make_env",
+    "register_env",
+    "register_family",
+    "resolve_env_id",
+    "unregister_env",
+    "unregister_family",
+]

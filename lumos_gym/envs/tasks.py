@@ -7,6 +7,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 TASK_TYPES = ("math", "qa", "code", "web", "multimodal", "game")
+#: The task types that registered families added to :data:`TASK_TYPES` (filled by
+#: :func:`lumos_gym.envs.registration.register_family`).
+ADDED_TASK_TYPES: list[str] = []
 #: Task types whose episodes the environment ends (a purchase, a win) rather than ``Answer``,
 #: and whose Lumos planner feedback restates the subgoal instead of quoting a result.
 ENV_ENDED_TYPES = ("web", "game")
@@ -20,7 +23,7 @@ class Task:
         id: a stable id, unique within its dataset and split (e.g. ``"gsm8k/test/17"``).
         question: the task text shown to the agent.
         answer: the gold answer as text (for math, the number as the dataset writes it).
-        task_type: one of :data:`TASK_TYPES`.
+        task_type: one of :data:`TASK_TYPES`, or the task type of a registered family.
         rationale: the dataset's own gold reasoning text, verbatim, when it has one.
         gold_actions: an oracle trajectory: one string per ``step`` call (each may hold several
             ``; ``-joined grounded actions), the last one ending the episode (``Answer(...)``).
@@ -36,5 +39,6 @@ class Task:
     meta: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        if self.task_type not in TASK_TYPES:
-            raise ValueError(f"task_type must be one of {TASK_TYPES}, got {self.task_type!r}")
+        if self.task_type not in TASK_TYPES and self.task_type not in ADDED_TASK_TYPES:
+            known = (*TASK_TYPES, *ADDED_TASK_TYPES)
+            raise ValueError(f"task_type must be one of {known}, got {self.task_type!r}")

@@ -40,6 +40,7 @@ import numpy as np
 from lumos_gym import __version__
 from lumos_gym.agents.runner import STATUSES
 from lumos_gym.envs import ENVS
+from lumos_gym.envs.registration import fill_from_families
 from lumos_gym.errors import LumosGymError
 from lumos_gym.jsonl import write_json_atomic
 from lumos_gym.text import table
@@ -82,24 +83,13 @@ class Metric:
     key: str | None = None
 
 
-#: (task type, the env's primary metric) → the metrics reported, the primary one first.
-METRICS: dict[tuple[str, str], tuple[Metric, ...]] = {
-    ("math", "accuracy"): (Metric("accuracy"),),
-    ("qa", "accuracy"): (Metric("accuracy"), Metric("exact_match", "exact_match"),
-                         Metric("f1", "f1")),
-    ("code", "pass@1"): (Metric("pass@1"), Metric("tests_passed", "tests_passed_fraction")),
-    # Mind2Web: step success rate (Lumos' number), element accuracy, operation F1, task success
-    ("web", "step_success_rate"): (
-        Metric("step_success_rate"), Metric("element_accuracy", "element_accuracy"),
-        Metric("operation_f1", "operation_f1"), Metric("task_success", "success"),
-    ),
-    # WebShop: the average reward (Lumos' number) and the success rate (reward 1)
-    ("web", "reward"): (Metric("average_reward"), Metric("success_rate", "success")),
-    ("game", "score"): (Metric("score"), Metric("win_rate", "success")),
-    ("multimodal", "accuracy"): (Metric("accuracy"),),
-    # A-OKVQA: multiple-choice accuracy (the reward) and direct-answer accuracy
-    ("multimodal", "mc_accuracy"): (Metric("mc_accuracy"), Metric("da_accuracy", "da_accuracy")),
-}
+#: (task type, the env's primary metric) → the metrics reported, the primary one first; from the
+#: env families' records (``metrics`` of :class:`lumos_gym.envs.families.Family`).
+METRICS: dict[tuple[str, str], tuple[Metric, ...]] = {}
+fill_from_families(METRICS, lambda family: [
+    ((family.task_type, primary), tuple(Metric(name, key) for name, key in metrics))
+    for primary, metrics in family.metrics.items()
+])
 
 
 def metrics_for(task_type: str | None, primary_metric: str | None) -> tuple[Metric, ...]:

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from lumos_gym.conversion.pipeline import build_offline_data
+from lumos_gym.envs.registration import fill_from_families
 from lumos_gym.jsonl import write_json_atomic
 from lumos_gym.leaderboard.evaluate import RunConfig, evaluate
 from lumos_gym.leaderboard.results import mean_se
@@ -50,11 +51,10 @@ AGENT_FORMATS: dict[str, dict[str, str]] = {
     "direct": {"policy": "direct"},
 }
 
-#: Records drawn per domain (the same annotations for every agent and format).
-REFERENCE_MIX: dict[str, int] = {
-    "maths": 170, "complex_qa": 140, "webshop": 90, "web_agent": 60, "game": 80,
-    "multimodal": 100,
-}
+#: Records drawn per domain (the same annotations for every agent and format), from the env
+#: families' records (``mix`` of :class:`lumos_gym.envs.families.Family`), in family order.
+REFERENCE_MIX: dict[str, int] = {}
+fill_from_families(REFERENCE_MIX, lambda family: family.mix.items())
 
 #: The training budget of every model, as the shipped Lumos-I adapters were trained: the
 #: cpu-small recipe (LoRA r=8 on all linear layers, lr 4e-4 with linear decay and 3% warmup)
