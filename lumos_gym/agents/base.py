@@ -4,7 +4,8 @@ An agent's :meth:`Agent.episode` is a generator. It yields
 
 * :class:`Ask` — "complete this request with the model playing role R" — and receives a
   :class:`~lumos_gym.models.base.Completion`;
-* :class:`Act` — "send this action text to the env" — and receives a :class:`StepOutcome`.
+* :class:`Act` — "send this action text to the env" — and receives a :class:`StepOutcome`
+  (defined with the env step in :mod:`lumos_gym.envs.replay`, imported here).
 
 The runner drives many episodes at once and sends all pending asks for one model to its
 backend as one batch, so an agent never deals with batching, threads or servers.
@@ -17,6 +18,7 @@ from collections.abc import Generator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from lumos_gym.envs.replay import StepOutcome
 from lumos_gym.models.base import Completion, GenerationRequest
 from lumos_gym.registry import Registry
 
@@ -34,17 +36,6 @@ class Act:
     """An action text for the env."""
 
     action: str
-
-
-@dataclass(frozen=True)
-class StepOutcome:
-    """What ``env.step`` returned for an :class:`Act`."""
-
-    observation: str
-    reward: float
-    terminated: bool
-    truncated: bool
-    info: Mapping[str, Any]
 
 
 EpisodeLogic = Generator[Ask | Act, Completion | StepOutcome, None]

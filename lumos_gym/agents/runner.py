@@ -21,6 +21,7 @@ import gymnasium as gym
 
 from lumos_gym.agents.base import Act, Agent, Ask, EpisodeLogic, StepOutcome
 from lumos_gym.envs.base import observation_text
+from lumos_gym.envs.replay import step_env
 from lumos_gym.models.base import Backend, Completion
 
 #: The fixed taxonomy of episode statuses.
@@ -299,20 +300,20 @@ class Runner:
         invalid_before = record.invalid_actions
         started = time.perf_counter()
         try:
-            shown, reward, terminated, truncated, info = episode.env.step(action)
-            observation = observation_text(shown)
+            outcome = step_env(episode.env, action)
         except Exception as e:  # envs promise not to raise on actions; if one does, record it
             self._end(episode, "env-error", _error_text(e))
             return None
         finally:
             record.env_s += time.perf_counter() - started
+        info = outcome.info
         record.tool_s = float(info.get("tool_seconds", record.tool_s))
         record.steps = int(info.get("steps", record.steps + 1))
         record.invalid_actions = int(info.get("invalid_actions", 0))
         record.tool_errors = int(info.get("tool_errors", 0))
-        record.turns.append({"action": action, "observation": observation})
-        if terminated:
-            record.reward = float(reward)
+        record.turns.append({"action": action, "observation": outcome.observation})
+        if outcome.terminated:
+            record.reward = outcome.reward
             record.metrics = dict(info.get("metrics", {}))
             record.prediction = info.get("prediction")
             record.gold_answer = info.get("gold_answer")
@@ -321,12 +322,12 @@ class Runner:
             else:
                 self._end(episode, "completed", None)
             return None
-        if truncated:
+        if outcome.truncated:
             # envs that end episodes themselves score a cut-off episode where it stands
             so_far = info.get("metrics_so_far")
             if so_far:
                 record.metrics = dict(so_far)
-                record.reward = float(reward)
+                record.reward = outcome.reward
             self._end(episode, "step-limit", f"the env's step limit after {record.steps} steps")
             return None
         episode.invalid_streak = (
@@ -337,7 +338,7 @@ class Runner:
             return None
         if self._timed_out(episode):
             return None
-        return StepOutcome(observation, float(reward), terminated, truncated, info)
+        return outcome
 
     def _timed_out(self, episode: _Running) -> bool:
         if self.wall_timeout is None:

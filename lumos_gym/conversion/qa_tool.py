@@ -58,7 +58,9 @@ from lumos_gym.actions import format_action, last_variable
 from lumos_gym.conversion.annotation import Annotation, AnnotationError, read_annotations
 from lumos_gym.conversion.exports import write_records
 from lumos_gym.conversion.verify import annotation_reference
-from lumos_gym.envs.base import observation_text
+from lumos_gym.conversion.worldqa_rules import worldqa_annotation
+from lumos_gym.envs.qa.worldqa import WorldQAEnv
+from lumos_gym.envs.replay import Replay
 from lumos_gym.envs.tasks import Task
 from lumos_gym.errors import DataError, LumosGymError
 from lumos_gym.scoring.qa import NO_ANSWER, normalize_answer
@@ -109,8 +111,6 @@ class _ReplayFailed(Exception):
 
 def _annotations(sources: Iterable[Any]) -> Iterable[Annotation]:
     """Annotations from annotation files, annotations and WorldQA tasks, in order."""
-    from lumos_gym.conversion.worldqa_rules import worldqa_annotation
-
     for source in sources:
         if isinstance(source, Annotation):
             yield source
@@ -139,22 +139,24 @@ def _world_key(annotation: Annotation) -> tuple[str, int, int] | None:
 def _replay(env: Any, annotation: Annotation) -> list[tuple[Any, str]]:
     """Replay one annotation action by action; return each ``QA`` call's inputs and answer.
 
+    The actions are stepped one at a time (:meth:`~lumos_gym.envs.replay.Replay.step`) since
+    a ``QA`` call's inputs are read from the variables its step starts from.
+
     Raises:
         _ReplayFailed: an action errs, a ``QA`` answer is not the annotation's tail (the
             evidence was not retrieved), or the final answer is wrong.
     """
-    env.reset(options={"task_id": annotation.id, "reference": annotation_reference(annotation)})
-    variables: dict[str, str] = {}
+    episode = Replay(env, annotation.id, reference=annotation_reference(annotation))
     outputs: list[str] = []
     calls: list[tuple[Any, str]] = []
     for item in annotation.actions:
         action = item.action
-        inputs = read_qa_inputs(action, variables) if action.name == "QA" else None
-        shown, _, terminated, truncated, info = env.step(format_action(action, with_result=False))
-        observation = observation_text(shown)
-        if "Error:" in observation or terminated or truncated:
-            raise _ReplayFailed(f"{item.label or action.name}: {observation.strip()}")
-        variables = dict(info.get("variables") or {})
+        before = episode.result.variables  # read before the step, as the tool reads them
+        inputs = read_qa_inputs(action, before) if action.name == "QA" else None
+        step = episode.step(format_action(action, with_result=False))
+        if "Error:" in step.observation or step.ended:
+            raise _ReplayFailed(f"{item.label or action.name}: {step.observation.strip()}")
+        variables = step.variables
         outputs.extend(action.outputs)
         if inputs is None:
             continue
@@ -168,16 +170,15 @@ def _replay(env: Any, annotation: Annotation) -> list[tuple[Any, str]]:
     final = last_variable(outputs)
     if final is None:
         raise _ReplayFailed("the plan defines no R<n> to answer with")
-    _, reward, terminated, _, info = env.step(f"Answer({final})")
-    if not terminated or reward != 1.0:
-        raise _ReplayFailed(f"Answer({final}) gives {info.get('prediction')!r}, not the answer")
+    answered = episode.step(f"Answer({final})")
+    if not answered.terminated or answered.reward != 1.0:
+        prediction = answered.info.get("prediction")
+        raise _ReplayFailed(f"Answer({final}) gives {prediction!r}, not the answer")
     return calls
 
 
 def _world_env(split: str, seed: int, numbers: Iterable[int], options: Mapping[str, Any]) -> Any:
     """The WorldQA env of a world, with its replay options and every task numbered here."""
-    from lumos_gym.envs.qa.worldqa import WorldQAEnv
-
     num_tasks = max(numbers) // _FAMILIES + 1
     return WorldQAEnv(split=split, seed=seed, num_tasks=num_tasks,
                       **{**WorldQAEnv.replay_options, **options})

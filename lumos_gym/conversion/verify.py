@@ -38,10 +38,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lumos_gym.actions import Action, format_action, last_variable, split_list
+from lumos_gym.agents.lumos import executed_result
 from lumos_gym.conversion.annotation import Annotation
 from lumos_gym.conversion.exports import RESULTS_FIELD, Rejected, quotes_results
-from lumos_gym.envs.base import LumosEnv, observation_text
+from lumos_gym.envs.base import LumosEnv
 from lumos_gym.envs.registration import fill_from_families
+from lumos_gym.envs.replay import Replay
 from lumos_gym.envs.tasks import Task
 from lumos_gym.errors import LumosGymError
 from lumos_gym.registry import Registry
@@ -158,17 +160,15 @@ def _dataset_of(item: Annotation | Rejected) -> str:
 
 
 class ReplayFailure(LumosGymError):
-    """An annotation fails replay verification.
+    """An annotation fails replay verification; the message is ``"<kind>: <details>"``.
 
-    Attributes:
+    Args:
         kind: the kind of failure (see the module docstring).
         details: what failed, where.
     """
 
     def __init__(self, kind: str, details: str) -> None:
         super().__init__(f"{kind}: {details}")
-        self.kind = kind
-        self.details = details
 
 
 def task_of(annotation: Annotation) -> Task:
@@ -303,36 +303,28 @@ def replay(env: LumosEnv, annotation: Annotation) -> list[str]:
     Raises:
         ReplayFailure: the annotation fails; the message is the rejection reason.
     """
-    from lumos_gym.agents.base import StepOutcome
-    from lumos_gym.agents.lumos import executed_result
-
     plan = _parse(annotation)
-    env.reset(options={"task_id": annotation.id, "reference": annotation_reference(annotation)})
-    variables: dict[str, str] = {}
+    episode = Replay(env, annotation.id, reference=annotation_reference(annotation))
+    grounded = [(k, actions) for k, actions in enumerate(plan, 1) if actions]
+    texts = ("; ".join(format_action(a, with_result=False) for _, a in actions)
+             for _, actions in grounded)
     outputs: list[str] = []
-    results: list[str] = []
+    results = [""] * len(plan)  # a subgoal without actions keeps ""
     env_ended = not env.ends_by_answer
-    for k, actions in enumerate(plan, 1):
-        if not actions:
-            results.append("")
-            continue
-        text = "; ".join(format_action(a, with_result=False) for _, a in actions)
-        shown, reward, terminated, truncated, info = env.step(text)
-        observation = observation_text(shown)
-        if "Error:" in observation:
-            line = next(x for x in observation.splitlines() if "Error:" in x)
+    for (k, actions), step in zip(grounded, episode.play(texts), strict=False):
+        if "Error:" in step.observation:
+            line = next(x for x in step.observation.splitlines() if "Error:" in x)
             raise ReplayFailure("error", f"subgoal {k}: {line.strip()}")
-        step = StepOutcome(observation, float(reward), terminated, truncated, info)
-        results.append(executed_result(text, step))
-        if env_ended and terminated and k == len(plan):
-            if reward < 1.0:  # web and game episodes end by the env: a purchase, a win
+        results[k - 1] = executed_result(step.action, step)
+        if env_ended and step.terminated and k == len(plan):
+            if step.reward < 1.0:  # web and game episodes end by the env: a purchase, a win
                 raise ReplayFailure(
-                    "wrong-answer", f"the episode ended with reward {reward:.3f}, not 1"
+                    "wrong-answer", f"the episode ended with reward {step.reward:.3f}, not 1"
                 )
             return results
-        if terminated or truncated:
+        if step.ended:
             raise ReplayFailure("error", f"subgoal {k}: the episode ended before the answer")
-        variables = dict(info.get("variables") or {})
+        variables = step.variables
         for label, action in actions:
             _check_tail(action, label, variables)
             outputs.extend(action.outputs)
@@ -341,12 +333,11 @@ def replay(env: LumosEnv, annotation: Annotation) -> list[str]:
     final = last_variable(outputs)
     if final is None:
         raise ReplayFailure("no-answer", "the plan defines no R<n> or Output to answer with")
-    shown, reward, terminated, _, info = env.step(f"Answer({final})")
-    observation = observation_text(shown)
-    if "Error:" in observation:
-        raise ReplayFailure("error", f"answer: {observation.strip()}")
-    if not terminated or reward != 1.0:
-        prediction = info.get("prediction")
+    answered = episode.step(f"Answer({final})")
+    if "Error:" in answered.observation:
+        raise ReplayFailure("error", f"answer: {answered.observation.strip()}")
+    if not answered.terminated or answered.reward != 1.0:
+        prediction = answered.info.get("prediction")
         raise ReplayFailure(
             "wrong-answer",
             f"Answer({final}) gives {prediction!r}, the gold answer is {annotation.answer!r}",

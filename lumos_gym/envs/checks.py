@@ -5,30 +5,16 @@ from __future__ import annotations
 import contextlib
 import io
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import gymnasium as gym
 from gymnasium.utils.env_checker import check_env
 
-from lumos_gym.envs.base import LumosEnv, observation_text
+from lumos_gym.envs.base import LumosEnv
 from lumos_gym.envs.registration import make_env
+from lumos_gym.envs.replay import ReplayResult, replay_actions
 from lumos_gym.envs.tasks import Task
-
-
-@dataclass
-class ReplayResult:
-    """The outcome of replaying one task's gold actions."""
-
-    task_id: str
-    reward: float
-    terminated: bool
-    errors: list[str] = field(default_factory=list)
-
-    @property
-    def ok(self) -> bool:
-        """Return True when the replay ended the episode with full reward and no error."""
-        return self.terminated and self.reward >= 1.0 and not self.errors
 
 
 @dataclass
@@ -49,17 +35,8 @@ class CheckReport:
 
 
 def replay_gold(env: LumosEnv, task: Task) -> ReplayResult:
-    """Play ``task.gold_actions`` in ``env`` and report the final reward and any error line."""
-    env.reset(options={"task_id": task.id})
-    result = ReplayResult(task.id, 0.0, False)
-    for step_text in task.gold_actions:
-        shown, reward, terminated, truncated, _ = env.step(step_text)
-        lines = observation_text(shown).splitlines()
-        result.errors += [line for line in lines if line.startswith("Error:")]
-        if terminated or truncated:
-            result.reward, result.terminated = reward, terminated
-            break
-    return result
+    """Play ``task.gold_actions`` in ``env`` and return the replay (final reward, error lines)."""
+    return replay_actions(env, task.id, task.gold_actions)
 
 
 def check_env_id(
