@@ -35,7 +35,11 @@ from typing import TYPE_CHECKING
 
 from lumos_gym.conversion.annotation import Annotation, make_subgoals
 from lumos_gym.conversion.rules import ConversionError, module_converters
+from lumos_gym.envs import datasets as data
+from lumos_gym.envs.code.data import MBPP_SPLITS
+from lumos_gym.envs.code.official import CodeEnv, code_source
 from lumos_gym.envs.tasks import Task
+from lumos_gym.errors import DataError
 from lumos_gym.tools.program import one_line
 
 if TYPE_CHECKING:
@@ -408,8 +412,6 @@ def code_env_factory(tasks: Sequence[Task], dataset: str) -> LumosEnv:
     Returns:
         A :class:`~lumos_gym.envs.code.official.CodeEnv` over the tasks.
     """
-    from lumos_gym.envs.code.official import CodeEnv
-
     reference: dict[str, Task] | None = None
     resolved = []
     for task in tasks:
@@ -432,11 +434,6 @@ def code_env_factory(tasks: Sequence[Task], dataset: str) -> LumosEnv:
 
 def _reference_tasks() -> dict[str, Task]:
     """Return the code tasks that can be found offline by id: HumanEval and MBPP files."""
-    from lumos_gym.envs import datasets as data
-    from lumos_gym.envs.code.data import MBPP_SPLITS
-    from lumos_gym.envs.code.official import code_source
-    from lumos_gym.errors import DataError
-
     sources = [code_source("humaneval")]
     for variant in ("full", "sanitized"):
         sources.append(code_source("mbpp", variant=variant))

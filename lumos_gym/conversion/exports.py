@@ -32,13 +32,16 @@ from pathlib import Path
 from typing import Any
 
 from lumos_gym import prompts
-from lumos_gym.actions import Action, format_action
+from lumos_gym.actions import Action, format_action, last_variable
 from lumos_gym.conversion.annotation import AnnotatedAction, Annotation, AnnotationError
 from lumos_gym.envs.base import ANSWER_SPEC, STOP_SPEC
+from lumos_gym.envs.math.data import strip_calc_marks
 from lumos_gym.envs.registration import fill_from_families
 from lumos_gym.envs.tasks import ENV_ENDED_TYPES
 from lumos_gym.errors import ActionParseError, RegistryError
+from lumos_gym.jsonl import atomic_writer
 from lumos_gym.registry import Registry
+from lumos_gym.tools import TOOLS
 from lumos_gym.tools.base import ToolSpec
 
 #: The Lumos domain name of each task type (the ``dataset`` field of a record), and of the
@@ -246,8 +249,6 @@ def tool_specs_for(task_type: str, dataset: str | None = None) -> list[ToolSpec]
 
     A tool list registered under the ``dataset`` name wins over the task type's.
     """
-    from lumos_gym.tools import TOOLS
-
     key = dataset if dataset is not None and dataset in TOOL_LISTS else task_type
     if key not in TOOL_LISTS:
         raise AnnotationError(f"no tool list for task type {task_type!r}")
@@ -287,8 +288,6 @@ def _observation(item: AnnotatedAction, output_name: str) -> str:
 
 def react(annotation: Annotation) -> Messages:
     """Return the ReAct conversation: a thought and actions per subgoal, then ``Answer``."""
-    from lumos_gym.actions import last_variable
-
     _check_actions(annotation)
     output_name = f"R{_highest_r(annotation) + 1}"
     specs = [*_specs(annotation), _terminal_spec(annotation)]
@@ -309,8 +308,6 @@ def react(annotation: Annotation) -> Messages:
 
 def _reasoning(annotation: Annotation) -> str:
     """The gold reasoning text: the source rationale without calculator marks or ``####``."""
-    from lumos_gym.envs.math.data import strip_calc_marks
-
     rationale = annotation.meta.get("rationale")
     if rationale:
         lines = [ln for ln in str(rationale).splitlines() if not ln.startswith("####")]
@@ -395,8 +392,6 @@ def record_bytes(record: Mapping[str, Any]) -> str:
 
 def write_records(records: Iterable[Mapping[str, Any]], path: str | Path) -> int:
     """Write training records as JSON lines, atomically (a reader never sees half a file)."""
-    from lumos_gym.jsonl import atomic_writer
-
     count = 0
     with atomic_writer(path) as f:
         for record in records:

@@ -27,9 +27,14 @@ from lumos_gym.conversion.exports import (
     save_hf_dataset,
     write_records,
 )
+from lumos_gym.conversion.llm import LLMConverter, RationaleItem
+from lumos_gym.conversion.qa_tool import write_qa_tool_records
+from lumos_gym.conversion.rules import convert_tasks
+from lumos_gym.conversion.verify import verify_annotations
 from lumos_gym.envs.families import OfflineSplit
-from lumos_gym.envs.registration import fill_from_families
+from lumos_gym.envs.registration import fill_from_families, resolve_env_id
 from lumos_gym.errors import LumosGymError
+from lumos_gym.models.caching import CachingBackend
 from lumos_gym.models.factory import backend_from_spec
 
 
@@ -137,9 +142,6 @@ def _llm_annotations(
     tasks: Sequence[Any], dataset: str, spec: str, out: Path, batch_size: int
 ) -> list[Annotation | Rejected]:
     """Convert tasks' rationales with a model (cached and resumable next to ``out``)."""
-    from lumos_gym.conversion.llm import LLMConverter, RationaleItem
-    from lumos_gym.models.caching import CachingBackend
-
     items, missing = [], []
     for task in tasks:
         if task.rationale:
@@ -187,10 +189,6 @@ def convert_env(
         batch_size: model requests per batch (``llm``).
     """
     import gymnasium as gym
-
-    from lumos_gym.conversion.rules import convert_tasks
-    from lumos_gym.conversion.verify import verify_annotations
-    from lumos_gym.envs.registration import resolve_env_id
 
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -291,8 +289,6 @@ def build_offline_data(out: str | Path, *, num_tasks: int = 200) -> list[str]:
         summary = export_files(annotation_files, fmt, target)
         lines.append(f"{target}: {summary.records} records")
     # the QA tool's own model learns from the QA calls of the verified WorldQA plans
-    from lumos_gym.conversion.qa_tool import write_qa_tool_records
-
     target = out / "train" / "qa-tool.jsonl"
     lines.append(f"{target}: {write_qa_tool_records(annotation_files, target)} records")
     return lines

@@ -42,6 +42,7 @@ from lumos_gym.envs.math.data import (
     parse_asdiv_formula,
     parse_calc_marks,
 )
+from lumos_gym.envs.math.official import MathEnv
 from lumos_gym.envs.registration import families, fill_from_families
 from lumos_gym.envs.tasks import Task
 from lumos_gym.errors import LumosGymError, RegistryError
@@ -767,8 +768,6 @@ def mathword_annotation(task: Task) -> Annotation:
 
 def math_env_factory(tasks: Sequence[Task], dataset: str) -> LumosEnv:
     """Build the math env that replays annotations of ``dataset`` (for ``verify``)."""
-    from lumos_gym.envs.math.official import MathEnv  # the env module, imported when used
-
     return MathEnv(dataset=dataset, tasks=tasks)
 
 

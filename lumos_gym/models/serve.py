@@ -38,6 +38,7 @@ except ImportError as e:  # pragma: no cover - depends on the installed extras
 
 from lumos_gym.errors import BackendError
 from lumos_gym.models.base import Backend, Completion, GenerationRequest
+from lumos_gym.models.sources import split_model_name
 
 logger = logging.getLogger(__name__)
 
@@ -517,7 +518,7 @@ def serve(
     """
     import uvicorn
 
-    from lumos_gym.models.hf import HFBackend, split_model_name  # heavy: torch and transformers
+    from lumos_gym.models.hf import HFBackend  # heavy: torch and transformers
 
     base, folder = split_model_name(model)
     if folder is not None and adapter is not None:

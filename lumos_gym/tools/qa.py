@@ -40,6 +40,7 @@ from lumos_gym.errors import LumosGymError, ToolError
 from lumos_gym.models.base import Backend, Completion, GenerationRequest
 from lumos_gym.models.factory import backend_from_spec
 from lumos_gym.models.reference import REFERENCE_ROOT
+from lumos_gym.models.sources import adapter_folder_base
 from lumos_gym.prompts import render_inference
 from lumos_gym.scoring.answers import to_fraction
 from lumos_gym.scoring.qa import NO_ANSWER, normalize_answer
@@ -229,8 +230,6 @@ def _names_adapter_folder(spec: str) -> bool:
     backend, _, rest = spec.partition(":")
     if backend != "hf":
         return False
-    from lumos_gym.models.hf import adapter_folder_base  # imports torch: on use only
-
     try:
         return adapter_folder_base(rest.partition("@")[0]) is not None
     except LumosGymError:

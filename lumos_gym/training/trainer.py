@@ -32,6 +32,7 @@ from typing import Any
 from lumos_gym import __version__
 from lumos_gym.errors import BackendError
 from lumos_gym.jsonl import publish_folder, write_json_atomic
+from lumos_gym.models.sources import adapter_base_name, check_adapter_folder
 from lumos_gym.training.config import CONFIG_FILE, TrainConfig, TrainingError
 from lumos_gym.training.data import (
     EncodeStats,
@@ -219,11 +220,7 @@ def _attach_lora(model: Any, config: TrainConfig) -> Any:
     except ImportError as e:  # pragma: no cover - peft is in the hf extra
         raise TrainingError("LoRA needs peft: pip install 'lumos-gym[hf]'") from e
     if config.init_adapter:
-        from lumos_gym.models.hf import (  # heavy: torch and transformers
-            adapter_base_name,
-            check_adapter_folder,
-            quiet_peft_deprecations,
-        )
+        from lumos_gym.models.hf import quiet_peft_deprecations  # heavy: torch, transformers
 
         try:
             folder = check_adapter_folder("init", config.init_adapter)
@@ -448,11 +445,6 @@ def merge_adapter(adapter: str | Path, out: str | Path, *, dtype: str = "bf16") 
         TrainingError: the adapter or its base cannot be loaded.
     """
     from peft import PeftModel
-
-    from lumos_gym.models.hf import (  # heavy: torch and transformers
-        adapter_base_name,
-        check_adapter_folder,
-    )
 
     folder = check_adapter_folder("merge", adapter)
     base_name = adapter_base_name(folder)
