@@ -10,7 +10,6 @@ importing lumos-gym never imports torch, transformers, vLLM or an HTTP client:
 
 from typing import Any
 
-from lumos_gym.errors import BackendError
 from lumos_gym.models.base import (
     BACKENDS,
     Backend,
@@ -18,6 +17,7 @@ from lumos_gym.models.base import (
     Completion,
     GenerationRequest,
 )
+from lumos_gym.models.factory import backend_class
 
 BACKENDS.register("hf", "lumos_gym.models.hf:HFBackend")
 BACKENDS.register("openai", "lumos_gym.models.openai_backend:OpenAIBackend")
@@ -25,18 +25,17 @@ BACKENDS.register("vllm", "lumos_gym.models.vllm_backend:VLLMBackend")
 
 
 def make_backend(name: str, /, *args: Any, **kwargs: Any) -> Backend:
-    """Build the backend registered under ``name`` with the given constructor arguments.
+    """Build the backend registered under ``name`` with its own constructor arguments.
+
+    The plain constructor by name; :func:`~lumos_gym.models.factory.build_backend` is the
+    factory that knows each backend's arguments (URLs, adapters, batch sizes).
 
     Raises:
         RegistryError: no backend is registered under ``name`` (the message suggests one).
         BackendError: the backend's module cannot be imported (a missing extra), or the
             backend itself fails to start.
     """
-    try:
-        cls = BACKENDS.get(name)
-    except ImportError as e:
-        raise BackendError(f"the {name!r} backend cannot be imported: {e}") from e
-    return cls(*args, **kwargs)
+    return backend_class(name)(*args, **kwargs)
 
 
 __all__ = [
