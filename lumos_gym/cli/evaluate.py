@@ -12,7 +12,7 @@ from lumos_gym.cli.args import nonnegative_float, parse_kwargs, positive_int
 from lumos_gym.envs import load_plugins
 from lumos_gym.leaderboard.evaluate import EvaluationResult, RunConfig, evaluate
 from lumos_gym.leaderboard.results import format_table
-from lumos_gym.models.factory import ModelOptions
+from lumos_gym.models.factory import ModelOptions, default_backend
 
 
 def add_evaluate(sub: argparse._SubParsersAction) -> None:
@@ -20,7 +20,8 @@ def add_evaluate(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "evaluate", help="run an agent on envs or a suite and print a summary table",
         description="Run an agent on envs or a suite. With no flag: lumos-i on the offline "
-        "suite with SmolLM2-135M (hf backend, CPU).",
+        "suite with SmolLM2-135M and its shipped adapters (the openvino backend on a CPU where "
+        "it is installed, else hf).",
     )
     _add_task_flags(p)
     _add_model_flags(p)
@@ -41,9 +42,11 @@ def _add_task_flags(p: argparse.ArgumentParser) -> None:
 
 def _add_model_flags(p: argparse.ArgumentParser) -> None:
     """The models of the agent's roles, and how they run."""
-    p.add_argument("--backend", default="hf", choices=["hf", "openvino", "openai", "vllm"],
-                   help="hf: transformers in this process (default); openvino: OpenVINO GenAI "
-                   "on the CPU (the openvino extra); openai: a server; vllm: a GPU engine")
+    p.add_argument("--backend", default=None, choices=["hf", "openvino", "openai", "vllm"],
+                   help="openvino: OpenVINO GenAI on the CPU (the openvino extra; the default "
+                   "where it is installed and there is no GPU, or $LUMOS_GYM_BACKEND); hf: "
+                   "transformers in this process (the default elsewhere); openai: a server; "
+                   "vllm: a GPU engine")
     p.add_argument("--model", default=None,
                    help="model of every role: hub id, local folder or 'smollm2-135m' (default)")
     p.add_argument("--planner", default=None,
@@ -120,7 +123,8 @@ def model_options(args: argparse.Namespace) -> ModelOptions:
     if args.dtype:
         options["dtype"] = args.dtype
     return ModelOptions(
-        backend=args.backend, model=args.model, planner=args.planner, grounder=args.grounder,
+        backend=args.backend or default_backend(), model=args.model, planner=args.planner,
+        grounder=args.grounder,
         adapters=role_paths(args.adapter), base_url=args.base_url,
         batch_size=args.batch_size, options=options, reference=not args.no_reference,
     )

@@ -18,9 +18,9 @@ Two backends (option ``backend``):
   answer itself (its first line). Every raw completion is appended to ``ctx.state["QA"]``.
   The default model is :func:`default_qa_model`: SmolLM2-135M with the shipped reference QA
   adapter when the package holds one, the untrained model otherwise. A model spec naming a
-  LoRA output folder (``hf:path/to/adapter``) loads the adapter's base with it and, unless
-  ``chat`` is given, sends the raw prompt in Lumos' framing, the bytes ``lumos-gym train``
-  trained it on.
+  LoRA output folder (``hf:path/to/adapter``, ``openvino:path/to/adapter``) loads the
+  adapter's base with it and, unless ``chat`` is given, sends the raw prompt in Lumos'
+  framing, the bytes ``lumos-gym train`` trained it on.
 * ``"reference"``: the gold sub-answers of the task (``ctx.reference["sub_answers"]``, filled
   only in privileged envs and verifiers), looked up by the normalised question. With
   ``require_evidence=True`` a span answer must occur in the context, so that replaying a gold
@@ -38,7 +38,7 @@ from typing import Any
 from lumos_gym.actions import Action, split_list, substitute
 from lumos_gym.errors import LumosGymError, ToolError
 from lumos_gym.models.base import Backend, Completion, GenerationRequest
-from lumos_gym.models.factory import backend_from_spec
+from lumos_gym.models.factory import ADAPTER_BACKENDS, backend_from_spec
 from lumos_gym.models.reference import REFERENCE_ROOT
 from lumos_gym.models.sources import adapter_folder_base
 from lumos_gym.prompts import render_inference
@@ -226,9 +226,9 @@ def read_qa_inputs(action: Action, variables: Mapping[str, str]) -> QAInputs:
 
 
 def _names_adapter_folder(spec: str) -> bool:
-    """Whether a ``hf:`` model spec names a LoRA output folder (not a full model)."""
+    """Whether a model spec of a backend that applies adapters names a LoRA output folder."""
     backend, _, rest = spec.partition(":")
-    if backend != "hf":
+    if backend not in ADAPTER_BACKENDS:
         return False
     try:
         return adapter_folder_base(rest.partition("@")[0]) is not None
