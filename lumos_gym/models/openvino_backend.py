@@ -41,7 +41,7 @@ try:
     import openvino as ov
     import openvino_genai
     from jinja2 import TemplateError
-    from transformers import AutoConfig
+    from transformers import AutoConfig, GenerationConfig
 except ImportError as e:  # pragma: no cover - depends on the installed extras
     raise ImportError(
         "the 'openvino' backend needs openvino-genai; install it with:"
@@ -75,9 +75,9 @@ logger = logging.getLogger(__name__)
 INSTALL = "pip install 'lumos-gym[openvino]'"
 """The command that installs the ``openvino`` extra."""
 
-DEFAULT_KV_CACHE_MB = 512
-"""The default size of each model's paged key/value cache (SmolLM2-135M in fp32 takes 45 KiB a
-token, so 512 MiB hold about 11,000 tokens)."""
+DEFAULT_KV_CACHE_MB = 1024
+"""The default size of each export's paged key/value cache (SmolLM2-135M in fp32 takes 45 KiB a
+token, so 1 GiB holds about 23,000 tokens)."""
 
 DEFAULT_MAX_BATCHED_TOKENS = 1024
 """The default most prompt and new tokens one step of the pipeline computes."""
@@ -205,6 +205,7 @@ class _Shared:
         tokenizer: Any,
         settings: _Settings,
         max_context: int,
+        eos_ids: frozenset[int],
     ) -> None:
         self.source = source
         self.adapters = dict(adapters)
@@ -215,7 +216,7 @@ class _Shared:
         self.pipelines: dict[str | None, Any] = {}
         self.lock = threading.Lock()
         self.closed = False
-        self.eos_ids = _eos_ids(tokenizer)
+        self.eos_ids = eos_ids
 
     def folder(self, adapter: str | None) -> Path:
         """The export of the base model with ``adapter`` merged in, made now if missing."""
@@ -251,11 +252,6 @@ class _Shared:
         with self.lock:
             self.closed = True
             self.pipelines.clear()
-
-
-def _eos_ids(tokenizer: Any) -> frozenset[int]:
-    ids = {tokenizer.eos_token_id}
-    return frozenset(int(i) for i in ids if i is not None)
 
 
 class OpenVINOBackend(Backend):
@@ -327,8 +323,8 @@ class OpenVINOBackend(Backend):
             batch_size=batch_size, max_batched_tokens=max_batched_tokens,
             prefix_cache=prefix_cache, threads=threads,
         )  # fmt: skip
-        loaded = _tokenizer_and_context(source, tokenizer)
-        self._shared = _Shared(source, named, loaded[0], settings, max_context or loaded[1])
+        loaded, context, eos_ids = _tokenizer_and_config(source, tokenizer)
+        self._shared = _Shared(source, named, loaded, settings, max_context or context, eos_ids)
         for name in named:  # fail fast: every adapter is exported (or found) now
             self._shared.folder(name)
         self._adapter = DEFAULT_ADAPTER if adapter is not None else None
@@ -521,8 +517,13 @@ class OpenVINOBackend(Backend):
         )  # fmt: skip
 
 
-def _tokenizer_and_context(source: ModelSource, tokenizer: str | None) -> tuple[Any, int]:
-    """The transformers tokenizer of ``source`` (or ``tokenizer``) and the model's context.
+def _tokenizer_and_config(
+    source: ModelSource, tokenizer: str | None
+) -> tuple[Any, int, frozenset[int]]:
+    """The transformers tokenizer of ``source`` (or ``tokenizer``), its context and EOS ids.
+
+    The end-of-sequence ids are the ``hf`` backend's: the generation config's and the
+    tokenizer's.
 
     Raises:
         BackendError: no tokenizer or config can be read.
@@ -537,9 +538,17 @@ def _tokenizer_and_context(source: ModelSource, tokenizer: str | None) -> tuple[
         config = AutoConfig.from_pretrained(source.path, local_files_only=source.local)
     except (OSError, ValueError, KeyError) as e:
         raise BackendError(f"cannot read the config of {source.name!r}: {e}") from e
+    try:
+        generation = GenerationConfig.from_pretrained(source.path, local_files_only=source.local)
+        configured = generation.eos_token_id
+    except (OSError, ValueError, KeyError):
+        configured = getattr(config, "eos_token_id", None)
+    eos = set(configured if isinstance(configured, list) else [configured])
+    eos.add(loaded.eos_token_id)
+    eos_ids = frozenset(int(i) for i in eos if i is not None)
     text = config.get_text_config(decoder=True)
     for key in ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length"):
         value = getattr(text, key, None)
         if isinstance(value, int) and value > 0:
-            return loaded, value
-    return loaded, 2048
+            return loaded, value, eos_ids
+    return loaded, 2048, eos_ids
