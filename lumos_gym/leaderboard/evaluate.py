@@ -153,7 +153,8 @@ def evaluate(config: RunConfig) -> EvaluationResult:
     entries = suite_entries(envs=config.envs, suite=config.suite, limit=config.limit,
                             env_kwargs=config.env_kwargs)
     privileged = bool(getattr(agent, "needs_privileged_info", False))
-    plan = plan_episodes(entries, seed=config.seed, privileged=privileged, shard=shard)
+    plan = plan_episodes(entries, seed=config.seed, privileged=privileged, shard=shard,
+                         gold_plans=bool(getattr(agent, "needs_gold_plan", False)))
     out_dir = Path(config.out) if config.out is not None else Path("results") / agent.name
     results = ResultsFile(out_dir / "episodes.jsonl")
     if results.done:

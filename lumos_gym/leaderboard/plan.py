@@ -16,6 +16,7 @@ from typing import Any
 import gymnasium as gym
 
 from lumos_gym.agents.runner import EpisodeSpec
+from lumos_gym.conversion.gold import gold_info
 from lumos_gym.envs.registration import make_env
 from lumos_gym.errors import EvaluationError, LumosGymError
 from lumos_gym.leaderboard.provenance import data_provenance
@@ -32,13 +33,19 @@ class EnvPlan:
     provenance: dict[str, Any]
 
 
-def plan_env(entry: SuiteEntry, *, seed: int | None = None, privileged: bool = False) -> EnvPlan:
+def plan_env(
+    entry: SuiteEntry, *, seed: int | None = None, privileged: bool = False,
+    gold_plans: bool = False,
+) -> EnvPlan:
     """Build the env of ``entry`` once: its episodes (tasks × seeds) and its provenance.
 
     Args:
         entry: the env, its arguments, tasks, step limit and seeds.
         seed: one seed for every episode, overriding the entry's seeds.
         privileged: build the envs with their ``replay_options`` (the oracle agent).
+        gold_plans: give each episode its task's gold plan (``agent_info``, from
+            :func:`lumos_gym.conversion.gold.gold_info`) for the counterfactual agents; the
+            env's arguments, and so the episode keys, stay those of an ordinary run.
     """
     kwargs = dict(entry.kwargs)
     if entry.max_steps is not None:
@@ -52,6 +59,7 @@ def plan_env(entry: SuiteEntry, *, seed: int | None = None, privileged: bool = F
     finally:
         env.close()
     task_ids = _task_ids(entry, available)
+    golds = _gold_infos(unwrapped, task_ids) if gold_plans else {}
     seeds = [seed] if seed is not None else list(entry.seeds or (0,))
     if privileged:
         # an agent that reads gold trajectories replays them as the env's checks do
@@ -63,9 +71,19 @@ def plan_env(entry: SuiteEntry, *, seed: int | None = None, privileged: bool = F
                 "LumosEnv.__init__ (docs/adding-an-env.md)"
             )
         kwargs.update({"privileged": True, **replay_options})
-    specs = [EpisodeSpec(entry.env_id, t, kwargs, s) for t in task_ids for s in seeds]
+    specs = [EpisodeSpec(entry.env_id, t, kwargs, s, golds.get(t, {}))
+             for t in task_ids for s in seeds]
     provenance.update({"task_ids": task_ids, "seeds": seeds})
     return EnvPlan(entry, specs, provenance)
+
+
+def _gold_infos(unwrapped: Any, task_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """Task id → the gold plan of each of ``task_ids`` (tasks of the built env ``unwrapped``)."""
+    tasks = {task.id: task for task in getattr(unwrapped, "tasks", ())}
+    dataset = getattr(unwrapped, "dataset", None)
+    return {t: gold_info(tasks[t], dataset) if t in tasks else
+            {"gold_plan": None, "gold_plan_error": f"{t} is not among the env's tasks"}
+            for t in task_ids}
 
 
 def _env_provenance(
@@ -182,7 +200,7 @@ class EpisodePlan:
 
 def plan_episodes(
     entries: Iterable[SuiteEntry], *, seed: int | None = None, privileged: bool = False,
-    shard: tuple[int, int] | None = None,
+    shard: tuple[int, int] | None = None, gold_plans: bool = False,
 ) -> EpisodePlan:
     """Plan every entry's env (see :func:`plan_env`) and select the episodes of ``shard``.
 
@@ -193,7 +211,8 @@ def plan_episodes(
     plans, failed = [], []
     for entry in entries:
         try:
-            plans.append(plan_env(entry, seed=seed, privileged=privileged))
+            plans.append(plan_env(entry, seed=seed, privileged=privileged,
+                                  gold_plans=gold_plans))
         except LumosGymError as e:
             failed.append(str(e))
     if len(failed) == 1:

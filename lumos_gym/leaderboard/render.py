@@ -40,6 +40,14 @@ from urllib.parse import quote
 from lumos_gym import __version__
 from lumos_gym.agents import AGENTS
 from lumos_gym.errors import EvaluationError, LumosGymError
+from lumos_gym.leaderboard.attribution import (
+    ATTRIBUTION_NOTE,
+    TABLE_HEADERS,
+    Attribution,
+    board_attributions,
+    counterfactual_kind,
+    table_rows,
+)
 from lumos_gym.leaderboard.plan import plan_env, spec_key
 from lumos_gym.leaderboard.results import (
     SCORE_RULE,
@@ -78,7 +86,9 @@ _IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".gif", ".webp")
 #: What a ``ceiling`` row is, written under every table.
 CEILING_NOTE = (
     "Rows marked ceiling are agents that read the gold answers (the oracle replays each task's "
-    "gold actions): what the env lets a perfect agent score; never ranked."
+    "gold actions): what the env lets a perfect agent score; never ranked. Rows marked "
+    "counterfactual replace one module of an agent with gold data (the gold plan, or gold "
+    "grounding): they attribute the agent's failures to its modules and are never ranked either."
 )
 
 
@@ -216,13 +226,13 @@ class Entry:
 
     @property
     def ceiling(self) -> bool:
-        """Whether the agent reads the gold answers (the oracle): a ceiling row, never ranked."""
-        return _reads_gold(self.agent)
+        """Whether the agent reads gold data (the oracle, a counterfactual): never ranked."""
+        return _gold_kind(self.agent) is not None
 
     @property
     def rank_text(self) -> str:
-        """The rank as shown: its number, or ``ceiling``."""
-        return "ceiling" if self.ceiling else str(self.rank)
+        """The rank as shown: its number, ``ceiling`` or ``counterfactual``."""
+        return _gold_kind(self.agent) or str(self.rank)
 
     @property
     def run(self) -> dict[str, Any]:
@@ -280,6 +290,8 @@ class Board:
     reported: Reported
     warnings: list[str] = field(default_factory=list)
     suite: str | None = None
+    #: module attributions of the runs that have counterfactual runs on the board
+    attributions: list[Attribution] = field(default_factory=list)
 
     def metric_of(self, env_id: str) -> str:
         """Return the primary metric's name of an env column."""
@@ -366,6 +378,17 @@ def _reads_gold(agent: str) -> bool:
         return False
 
 
+def _gold_kind(agent: str) -> str | None:
+    """Return how a row reads gold data: ``ceiling``, ``counterfactual`` or None (ranked).
+
+    ``ceiling``: it reads the gold answers (the oracle); ``counterfactual``: one module of
+    another agent is replaced by gold data.
+    """
+    if _reads_gold(agent):
+        return "ceiling"
+    return "counterfactual" if counterfactual_kind(agent) is not None else None
+
+
 def _unique_names(groups: Sequence[list[ResultsDir]]) -> list[str]:
     """Name each run after the folder its results share; clashing names get their paths."""
     homes = []
@@ -444,7 +467,26 @@ def load_board(paths: Sequence[str | Path], *, suite: str | None = None) -> Boar
         entry.rank = 0 if entry.ceiling else n
     reported = reported_numbers()
     reported.matches = _match_datasets(reported, entries)
-    return Board(entries, envs, reported, warnings, suite)
+    board = Board(entries, envs, reported, warnings, suite)
+    _attach_attributions(board)
+    return board
+
+
+def _attach_attributions(board: Board) -> None:
+    """Attribute the failures of each run that has counterfactual runs on the board.
+
+    Each failed episode record of such a run gets ``attribution`` (one line: the module and
+    its evidence), which its trajectory page shows.
+    """
+    runs = [(e.name, e.run, {r["key"]: r for rs in e.records.values() for r in rs})
+            for e in board.entries]
+    board.attributions, warnings = board_attributions(runs)
+    board.warnings += warnings
+    by_name = {name: records for name, _, records in runs}
+    for attribution in board.attributions:
+        records = by_name[attribution.run]
+        for key, item in attribution.episodes.items():
+            records[key]["attribution"] = item.describe()
 
 
 def _match_datasets(reported: Reported, entries: Sequence[Entry]) -> dict[str, str]:
@@ -523,6 +565,7 @@ def render_markdown(board: Board) -> str:
         f"more. {CEILING_NOTE}", "",
     ]
     lines += _md_table(headers, rows, right=1)
+    lines += _attribution_md(board)
     reported = board.reported
     names = [d["name"] for d in reported.datasets]
     lines += ["", "## Reported (Lumos paper)", "",
@@ -551,7 +594,7 @@ def render_csv(board: Board) -> str:
     for entry in board.entries:
         score = entry.score
         ci = score.get("ci95") or [None, None]
-        kind, rank = ("ceiling", "") if entry.ceiling else ("measured", entry.rank)
+        kind, rank = (_gold_kind(entry.agent), "") if entry.ceiling else ("measured", entry.rank)
         writer.writerow([
             kind, rank, entry.name, entry.agent, entry.models, "suite score",
             f"mean of {score.get('envs', 0)} envs", score.get("mean"), score.get("se"), ci[0],
@@ -854,6 +897,7 @@ def _episode_html(record: Mapping[str, Any], base: Path, page_dir: Path) -> str:
     ]
     if record.get("reason"):
         info.append(f'<div><span class="label">reason</span> {_e(record["reason"])}</div>')
+    info += _attribution_note(record)
     for key in ("image", "images"):
         if key in record:
             info.append(_images(record[key], base, page_dir))
@@ -925,6 +969,7 @@ def render_html(board: Board, out: Path) -> list[Path]:
         ' <span id="shown"></span></p>'
         f'<div class="wrap"><table id="measured" class="sortable"><thead><tr>{"".join(heads)}'
         f'</tr></thead><tbody>{"".join(rows)}</tbody></table></div>'
+        + _attribution_html(board, out) +
         "<h2>Reported (Lumos paper)</h2>"
         f'<p class="note">Never ranked. {_e(board.reported.note)} '
         f"Values: the paper's percentages / {board.reported.scale:g}; ≈: approximate in the "
@@ -1026,6 +1071,58 @@ def _reported_table(reported: Reported) -> tuple[list[str], list[str]]:
             cells.append(f'<td class="num" data-value="{data}">{_e(shown)}</td>')
         rows.append(f'<tr class="reported">{"".join(cells)}</tr>')
     return heads, rows
+
+
+# ------------------------------------------------------------------------ module attribution
+def _attribution_md(board: Board) -> list[str]:
+    """The Markdown section of module attribution (empty without counterfactual runs)."""
+    if not board.attributions:
+        return []
+    lines = ["", "## Module attribution", "", ATTRIBUTION_NOTE, ""]
+    for attribution in board.attributions:
+        compared = ", ".join(f"{k}: {v}" for k, v in attribution.counterfactuals.items())
+        lines += [f"### {attribution.run} ({attribution.agent})", "",
+                  f"Counterfactual runs: {compared}.", ""]
+        lines += _md_table(TABLE_HEADERS, table_rows(attribution), right=0)
+        lines.append("")
+    return lines[:-1]
+
+
+def _attribution_html(board: Board, out: Path) -> str:
+    """The HTML section of module attribution (empty without counterfactual runs).
+
+    Each env name links to the run's trajectory page there, filtered to its failed episodes'
+    attributions (``#q=attributed``).
+    """
+    if not board.attributions:
+        return ""
+    slugs = dict(zip((e.name for e in board.entries), _run_slugs(board.entries), strict=True))
+    folder = f"{out.stem}-trajectories"
+    parts = ["<h2>Module attribution</h2>", f'<p class="note">{_e(ATTRIBUTION_NOTE)}</p>']
+    heads = "".join(f"<th>{_e(h)}</th>" for h in TABLE_HEADERS)
+    for attribution in board.attributions:
+        compared = ", ".join(f"{k}: {v}" for k, v in attribution.counterfactuals.items())
+        rows = []
+        for env_id, row in zip(attribution.envs, table_rows(attribution), strict=True):
+            name = _e(row[0])
+            if env_id != "all":
+                page = f"{folder}/{slugs[attribution.run]}/{_slug(short_env(env_id))}.html"
+                name = f'<a href="{_e(quote(page))}#q=attributed">{name}</a>'
+            cells = "".join(f'<td class="num">{_e(c)}</td>' for c in row[1:])
+            rows.append(f'<tr class="attribution"><td class="name">{name}</td>{cells}</tr>')
+        parts.append(f"<h3>{_e(attribution.run)} ({_e(attribution.agent)})</h3>"
+                     f'<p class="note">Counterfactual runs: {_e(compared)}.</p>'
+                     f'<div class="wrap"><table class="attribution"><thead><tr>{heads}</tr>'
+                     f'</thead><tbody>{"".join(rows)}</tbody></table></div>')
+    return "".join(parts)
+
+
+def _attribution_note(record: Mapping[str, Any]) -> list[str]:
+    """The line a failed episode's viewer entry shows: the module it is attributed to."""
+    if not record.get("attribution"):
+        return []
+    return [f'<div class="attribution"><span class="label">attributed to</span> '
+            f'{_e(record["attribution"])}</div>']
 
 
 # -------------------------------------------------------------------------------- output
