@@ -15,8 +15,9 @@ from conftest import ScriptedBackend
 
 import lumos_gym  # noqa: F401  (registers the envs)
 from lumos_gym import prompts
-from lumos_gym.agents import make_agent
+from lumos_gym.agents import Note, make_agent
 from lumos_gym.agents.counterfactual import adopt_actions, match_subgoal, subgoal_score
+from lumos_gym.agents.lumos import IterativeState
 from lumos_gym.agents.runner import EpisodeSpec, Runner
 from lumos_gym.cli import main
 from lumos_gym.conversion.gold import gold_info, gold_plan
@@ -125,6 +126,29 @@ def test_gold_ground_agent_uses_gold_actions_for_the_subgoals_that_match():
         (plan[2]["actions"], plan[2]["subgoal"], 1.0),
     ]
     assert record.prediction == "4"
+
+
+def _grounds_with_gold(task_type, index, subgoal, gold):
+    """Whether gold-ground's grounding hook takes gold actions (a note) or asks the grounder."""
+    agent = make_agent("lumos-i+gold-ground")
+    info = {"task_type": task_type, "gold_plan": [
+        {"subgoal": line, "actions": f"R{k} = Click(x{k})"} for k, line in enumerate(gold, 1)
+    ]}
+    state = IterativeState(info, [], [{"role": "user", "content": subgoal}])
+    first = next(agent.ground_subgoal(index, subgoal, state))
+    return first.turn["output"] if isinstance(first, Note) else None
+
+
+def test_gold_ground_matches_in_place_where_steps_change_the_env_state():
+    gold = ["Subgoal 1: Search two relevant items.",
+            "Subgoal 2: Select the most relevant features of item b0aaaaaaaa.",
+            "Subgoal 3: Select the most relevant features of item b0bbbbbbbb."]
+    planned = "Subgoal 2: Select the most relevant features of item b0bbbbbbbb."
+    # web and games: the 2nd planned subgoal matches the 2nd gold subgoal or none
+    assert _grounds_with_gold("web", 2, planned, gold) is None
+    assert _grounds_with_gold("game", 3, planned, gold) == "R3 = Click(x3)"
+    # maths, QA...: any gold subgoal not used yet
+    assert _grounds_with_gold("qa", 2, planned, gold) == "R3 = Click(x3)"
 
 
 # ------------------------------------------------------------------------ matching rule

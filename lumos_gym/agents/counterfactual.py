@@ -27,7 +27,12 @@ used yet in the episode when the normalised texts are equal, or when their token
 :data:`MATCH_F1` (0.8; ``extra={"match_f1": x}`` of the agent config changes it) and both hold
 the same tokens with a digit (numbers, item ids such as ``b0qi6s621x``: a subgoal about another
 quantity or another item is another subgoal). The best-scoring gold subgoal wins, the earliest
-on ties.
+on ties. In web and game envs (:data:`~lumos_gym.envs.tasks.ENV_ENDED_TYPES`), whose state
+the steps change (the page, the room), the k-th planned subgoal can match only the k-th gold
+subgoal: gold actions presuppose the state the gold trajectory was in at that point (WebShop's
+second item is reached by ``Click(< prev)`` from the first one's page), so a gold subgoal taken
+out of its place would fail for a reason that is neither module's. Elsewhere (maths, QA, code,
+pictures: steps only bind variables) any gold subgoal not used yet can match.
 
 **Variables.** Gold actions name their variables as the gold plan numbers them. Used as they
 are, they would overwrite the episode's own ``R<n>`` whenever the planner's plan differs from
@@ -47,6 +52,7 @@ from typing import Any, ClassVar
 from lumos_gym.actions import Action, format_action, parse_actions
 from lumos_gym.agents.base import EpisodeLogic, Note
 from lumos_gym.agents.lumos import IterativeState, LumosIterativeAgent, ModuleLogic
+from lumos_gym.envs.tasks import ENV_ENDED_TYPES
 from lumos_gym.errors import ActionParseError
 from lumos_gym.prompts import plan_turn
 from lumos_gym.scoring.qa import f1, normalize_answer
@@ -194,8 +200,11 @@ class GoldGroundAgent(LumosIterativeAgent):
         """Return the gold actions of the matching gold subgoal, else ask the grounder."""
         steps = gold_steps(state.info)
         used: set[int] = state.memo.setdefault("used", set())
+        excluded = set(used)
+        if state.info.get("task_type") in ENV_ENDED_TYPES:  # only the gold subgoal of its place
+            excluded |= set(range(len(steps))) - {index - 1}
         threshold = float(self.config.extra.get("match_f1", MATCH_F1))
-        match = match_subgoal(subgoal, [s["subgoal"] for s in steps], used=used,
+        match = match_subgoal(subgoal, [s["subgoal"] for s in steps], used=excluded,
                               threshold=threshold)
         if match is None:
             return (yield from super().ground_subgoal(index, subgoal, state))
