@@ -86,8 +86,12 @@ class EpisodeAttribution:
         plan = "-" if self.gold_plan is None else f"{self.gold_plan:.3g}"
         ground = "-" if self.gold_ground is None else f"{self.gold_ground:.3g}"
         return (f"{self.module}: reward {self.reward:.3g}; with the gold plan {plan}; with gold "
-                f"grounding {ground} ({self.gold_grounded} subgoals grounded by gold actions); "
-                f"{self.tool_errors} tool errors; status {self.status}")
+                f"grounding {ground} ({_count(self.gold_grounded, 'subgoal')} grounded by gold "
+                f"actions); {_count(self.tool_errors, 'tool error')}; status {self.status}")
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
 @dataclass
