@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import gymnasium as gym
@@ -23,14 +23,40 @@ from lumos_gym.leaderboard.provenance import data_provenance
 from lumos_gym.leaderboard.results import ResultsError, episode_key, keys_sha256
 from lumos_gym.leaderboard.suites import SuiteEntry
 
+#: The task meta keys that name a task's group when it has no level, in order of preference.
+GROUP_KEYS = ("family", "task_type", "kind", "subdomain")
+
+
+def task_group(meta: Mapping[str, Any]) -> str:
+    """The difficulty level of a task (``"level 2"``), else its family or type, else ``"all"``.
+
+    Results tables give each env a row per group (``summary.json``'s ``groups``, the
+    reproduce report), read from the task's ``meta``: ``level``, else the first of
+    :data:`GROUP_KEYS` it has.
+    """
+    if "level" in meta:
+        return f"level {meta['level']}"
+    for key in GROUP_KEYS:
+        if key in meta:
+            return str(meta[key])
+    return "all"
+
 
 @dataclass
 class EnvPlan:
-    """The episodes of one env and its provenance."""
+    """The episodes of one env, its provenance and the group of each task.
+
+    Attributes:
+        entry: the suite entry.
+        specs: its episodes.
+        provenance: what ``run.json`` records of the env.
+        groups: task id → :func:`task_group`; empty when every task's group is ``all``.
+    """
 
     entry: SuiteEntry
     specs: list[EpisodeSpec]
     provenance: dict[str, Any]
+    groups: dict[str, str] = field(default_factory=dict)
 
 
 def plan_env(
@@ -56,10 +82,14 @@ def plan_env(
         available = unwrapped.task_ids()
         replay_options = dict(getattr(unwrapped, "replay_options", {}))
         provenance = _env_provenance(entry, env, kwargs, len(available))
+        groups = {t.id: task_group(t.meta or {}) for t in getattr(unwrapped, "tasks", ())}
     finally:
         env.close()
     task_ids = _task_ids(entry, available)
     golds = _gold_infos(unwrapped, task_ids) if gold_plans else {}
+    groups = {t: groups.get(t, "all") for t in task_ids}
+    if all(g == "all" for g in groups.values()):
+        groups = {}
     seeds = [seed] if seed is not None else list(entry.seeds or (0,))
     if privileged:
         # an agent that reads gold trajectories replays them as the env's checks do
@@ -74,7 +104,7 @@ def plan_env(
     specs = [EpisodeSpec(entry.env_id, t, kwargs, s, golds.get(t, {}))
              for t in task_ids for s in seeds]
     provenance.update({"task_ids": task_ids, "seeds": seeds})
-    return EnvPlan(entry, specs, provenance)
+    return EnvPlan(entry, specs, provenance, groups)
 
 
 def _gold_infos(unwrapped: Any, task_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
@@ -189,6 +219,10 @@ class EpisodePlan:
         """Return env id → (task type, primary metric), written into every episode record."""
         return {p.entry.env_id: (p.provenance["task_type"], p.provenance["primary_metric"])
                 for p in self.envs}
+
+    def groups(self) -> dict[str, dict[str, str]]:
+        """Return env id → task id → group, for the envs whose tasks have levels or families."""
+        return {p.entry.env_id: p.groups for p in self.envs if p.groups}
 
     def describe(self) -> dict[str, Any]:
         """Return the plan as ``run.json`` records it (the identity of a run and its shard)."""

@@ -20,6 +20,12 @@ Formats: a GitHub-flavoured Markdown table, a tidy CSV (one row per run and env)
 page (sortable, filterable, self-contained, with a trajectory viewer page per run and env beside
 it) and a PNG bar chart with the intervals as error bars (the ``leaderboard`` extra:
 matplotlib). :func:`validate` checks a submission folder.
+
+Paired differences: :func:`attach_reference` compares every row with a reference row episode by
+episode (:mod:`lumos_gym.leaderboard.stats`), and the md, csv and html outputs then add each
+row's difference per env and for the suite score, with its paired interval and test; without a
+reference they are as before. :func:`render_comparison` writes the full paired table of two
+rows (``--compare A B``).
 """
 
 from __future__ import annotations
@@ -55,11 +61,14 @@ from lumos_gym.leaderboard.results import (
     ResultsError,
     comparable,
     differences,
+    env_kind,
     keys_sha256,
+    metrics_for,
     read_results,
     suite_mean_se,
     summarize,
 )
+from lumos_gym.leaderboard.stats import Comparison, PairedDiff, compare_records
 from lumos_gym.leaderboard.suites import get_suite, suite_entries
 
 #: The output formats.
@@ -292,6 +301,8 @@ class Board:
     suite: str | None = None
     #: module attributions of the runs that have counterfactual runs on the board
     attributions: list[Attribution] = field(default_factory=list)
+    #: each row's paired differences to a reference row (``--reference``), or None
+    paired: Paired | None = None
 
     def metric_of(self, env_id: str) -> str:
         """Return the primary metric's name of an env column."""
@@ -565,6 +576,7 @@ def render_markdown(board: Board) -> str:
         f"more. {CEILING_NOTE}", "",
     ]
     lines += _md_table(headers, rows, right=1)
+    lines += paired_markdown(board)
     lines += _attribution_md(board)
     reported = board.reported
     names = [d["name"] for d in reported.datasets]
@@ -589,8 +601,10 @@ def render_csv(board: Board) -> str:
     """
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
+    extra = PAIRED_CSV_COLUMNS if board.paired is not None else []
+    pad = [""] * len(extra)
     writer.writerow(["kind", "rank", "run", "agent", "models", "env", "metric", "mean", "se",
-                     "ci_low", "ci_high", "episodes"])
+                     "ci_low", "ci_high", "episodes", *extra])
     for entry in board.entries:
         score = entry.score
         ci = score.get("ci95") or [None, None]
@@ -598,7 +612,7 @@ def render_csv(board: Board) -> str:
         writer.writerow([
             kind, rank, entry.name, entry.agent, entry.models, "suite score",
             f"mean of {score.get('envs', 0)} envs", score.get("mean"), score.get("se"), ci[0],
-            ci[1], entry.episodes,
+            ci[1], entry.episodes, *pad,
         ])
         for env_id in board.envs:
             cell = entry.cells.get(env_id)
@@ -606,13 +620,15 @@ def render_csv(board: Board) -> str:
                 continue
             ci = cell.ci95 or [None, None]
             writer.writerow([kind, rank, entry.name, entry.agent, entry.models, env_id,
-                             cell.metric, cell.mean, cell.se, ci[0], ci[1], cell.episodes])
+                             cell.metric, cell.mean, cell.se, ci[0], ci[1], cell.episodes, *pad])
+    for row in paired_csv_rows(board):
+        writer.writerow(row)
     reported = board.reported
     metric = {d["name"]: d["metric"] for d in reported.datasets}
     for row in reported.rows:
         for dataset, value in (row.get("values") or {}).items():
             writer.writerow(["reported", "", "", row["agent"], "", dataset, metric.get(dataset),
-                             float(value) / reported.scale, "", "", "", ""])
+                             float(value) / reported.scale, "", "", "", "", *pad])
     return out.getvalue()
 
 
@@ -969,8 +985,9 @@ def render_html(board: Board, out: Path) -> list[Path]:
         ' <span id="shown"></span></p>'
         f'<div class="wrap"><table id="measured" class="sortable"><thead><tr>{"".join(heads)}'
         f'</tr></thead><tbody>{"".join(rows)}</tbody></table></div>'
-        + _attribution_html(board, out) +
-        "<h2>Reported (Lumos paper)</h2>"
+        + paired_html(board)
+        + _attribution_html(board, out)
+        + "<h2>Reported (Lumos paper)</h2>"
         f'<p class="note">Never ranked. {_e(board.reported.note)} '
         f"Values: the paper's percentages / {board.reported.scale:g}; ≈: approximate in the "
         f"paper. Source: {_e(board.reported.source)}</p>"
@@ -1071,6 +1088,270 @@ def _reported_table(reported: Reported) -> tuple[list[str], list[str]]:
             cells.append(f'<td class="num" data-value="{data}">{_e(shown)}</td>')
         rows.append(f'<tr class="reported">{"".join(cells)}</tr>')
     return heads, rows
+
+
+# ---------------------------------------------------------------------- paired differences
+#: The ``--reference`` value naming the top-ranked run that is not a ceiling row.
+TOP = "top"
+#: The columns a CSV gains when the board has a reference row.
+PAIRED_CSV_COLUMNS = ["reference", "test", "p_value", "excludes_zero"]
+#: How the paired differences are made, written under their tables.
+PAIRED_NOTE = (
+    "Paired by env, task and seed over the episodes both runs have; the interval is a paired "
+    "bootstrap of the per-episode differences (2,000 resamples, seed 0; for the suite score, "
+    "resampled within each env and averaged over envs); p is the paired test's: exact McNemar "
+    "for 0/1 metrics, a sign-flip permutation test otherwise (and for the suite score)."
+)
+
+
+@dataclass
+class Paired:
+    """Every row's paired differences to one reference row (row minus reference).
+
+    Attributes:
+        reference: the reference row.
+        comparisons: run name → its :class:`~lumos_gym.leaderboard.stats.Comparison` with
+            the reference (the reference itself left out).
+    """
+
+    reference: Entry
+    comparisons: dict[str, Comparison]
+
+
+def find_entry(board: Board, name: str) -> Entry:
+    """Return the board's row called ``name``: a run name, a results folder, or ``top``.
+
+    ``top`` is the top-ranked row that is not a ceiling (unless a run is called ``top``).
+
+    Raises:
+        LeaderboardError: no row matches; the message lists the runs.
+    """
+    for entry in board.entries:
+        if entry.name == name:
+            return entry
+    if name == TOP:
+        for entry in board.entries:
+            if not entry.ceiling:
+                return entry
+    wanted = Path(name).resolve()
+    for entry in board.entries:
+        if any(d.path.resolve() == wanted or wanted in d.path.resolve().parents
+               for d in entry.dirs):
+            return entry
+    known = ", ".join(e.name for e in board.entries)
+    raise LeaderboardError(f"no run {name!r} on the board; runs: {known} (or a results folder, "
+                           f"or {TOP})")
+
+
+def entry_records(entry: Entry) -> list[dict[str, Any]]:
+    """Return every episode record of a row (over the board's envs)."""
+    return [r for records in entry.records.values() for r in records]
+
+
+def compare_entries(a: Entry, b: Entry, envs: Iterable[str] | None = None) -> Comparison:
+    """Compare two rows episode by episode (A minus B), on every metric of each env."""
+    records_a, records_b = entry_records(a), entry_records(b)
+    metrics = {}
+    for env_id in sorted(set(a.records) | set(b.records)):
+        task_type, primary = env_kind(env_id, a.records.get(env_id) or b.records[env_id])
+        metrics[env_id] = metrics_for(task_type, primary)
+    return compare_records(records_a, records_b, envs=envs, metrics=metrics)
+
+
+def attach_reference(board: Board, name: str) -> Paired:
+    """Compare every row of ``board`` with the row ``name`` and keep it in ``board.paired``."""
+    reference = find_entry(board, name)
+    comparisons = {
+        entry.name: compare_records(entry_records(entry), entry_records(reference),
+                                    envs=board.envs)
+        for entry in board.entries if entry is not reference
+    }
+    board.paired = Paired(reference, comparisons)
+    return board.paired
+
+
+def _p_text(p: float | None) -> str:
+    if p is None:
+        return "-"
+    return "p<0.001" if p < 0.001 else f"p={p:.3f}"
+
+
+def diff_text(diff: PairedDiff | None, *, mark: str = " *") -> str:
+    """Return ``+0.125 [0.040, 0.210] p=0.004 *`` (``mark`` when the interval excludes 0)."""
+    if diff is None or diff.n == 0:
+        return "-"
+    return (f"{diff.diff:+.3f} {_ci(diff.ci95)} {_p_text(diff.p_value)}"
+            + (mark if diff.excludes_zero else ""))
+
+
+def _paired_cells(board: Board, comparison: Comparison) -> list[PairedDiff | None]:
+    """The suite difference, then each env column's."""
+    return [comparison.suite, *[comparison.envs.get(e) for e in board.envs]]
+
+
+def paired_markdown(board: Board) -> list[str]:
+    """Return the Markdown lines of the paired differences to the reference (none without)."""
+    paired = board.paired
+    if paired is None:
+        return []
+    name = paired.reference.name
+    headers = ["rank", "run", "agent", f"suite score - {name}"]
+    headers += [f"{short_env(e)} - {name}" for e in board.envs]
+    headers.append("paired episodes")
+    rows = []
+    for entry in board.entries:
+        comparison = paired.comparisons.get(entry.name)
+        if comparison is None:
+            continue
+        cells = [diff_text(d, mark=" \\*") for d in _paired_cells(board, comparison)]
+        rows.append([entry.rank_text, entry.name, entry.agent, *cells, comparison.suite.n])
+    return ["", f"## Paired differences to `{name}`", "",
+            f"Each cell: the row's primary metric minus `{name}`'s, `difference [95% interval] "
+            f"p`; \\* marks a difference whose interval excludes 0. {PAIRED_NOTE}", "",
+            *_md_table(headers, rows, right=1)]
+
+
+def paired_csv_rows(board: Board) -> list[list[Any]]:
+    """Return the CSV rows of the paired differences (kind ``difference``; none without)."""
+    paired = board.paired
+    if paired is None:
+        return []
+    rows = []
+    for entry in board.entries:
+        comparison = paired.comparisons.get(entry.name)
+        if comparison is None:
+            continue
+        rank = "" if entry.ceiling else entry.rank
+        columns = [("suite score", f"mean of {comparison.suite.envs} envs")]
+        columns += [(e, board.metric_of(e)) for e in board.envs]
+        for (env, metric), d in zip(columns, _paired_cells(board, comparison), strict=True):
+            if d is None or d.n == 0:
+                continue
+            ci = d.ci95 or [None, None]
+            rows.append(["difference", rank, entry.name, entry.agent, entry.models, env, metric,
+                         d.diff, "", ci[0], ci[1], d.n, paired.reference.name, d.test,
+                         d.p_value, d.excludes_zero])
+    return rows
+
+
+def paired_html(board: Board) -> str:
+    """Return the HTML section of the paired differences to the reference ("" without)."""
+    paired = board.paired
+    if paired is None:
+        return ""
+    name = paired.reference.name
+    heads = ['<th data-type="num">rank</th>', '<th data-type="text">run</th>',
+             '<th data-type="text">agent</th>', '<th data-type="num">suite score</th>']
+    heads += [f'<th data-type="num" title="{_e(e)}">{_e(short_env(e))}</th>' for e in board.envs]
+    heads.append('<th data-type="num">paired episodes</th>')
+    rows = []
+    for entry in board.entries:
+        comparison = paired.comparisons.get(entry.name)
+        if comparison is None:
+            continue
+        cells = [f'<td class="num" data-value="{entry.rank or len(board.entries) + 1}">'
+                 f"{entry.rank_text}</td>", f'<td class="name">{_e(entry.name)}</td>',
+                 f'<td class="name">{_e(entry.agent)}</td>']
+        for d in _paired_cells(board, comparison):
+            if d is None or d.n == 0:
+                cells.append('<td class="num" data-value="">-</td>')
+                continue
+            shown = f"{d.diff:+.3f}" + (" *" if d.excludes_zero else "")
+            if d.excludes_zero:
+                shown = f"<strong>{shown}</strong>"
+            cells.append(
+                f'<td class="num" data-value="{d.diff!r}" title="{_e(d.test)}, {d.n} pairs">'
+                f'{shown}<br><span class="ci">{_ci(d.ci95)} {_e(_p_text(d.p_value))}</span></td>'
+            )
+        cells.append(f'<td class="num" data-value="{comparison.suite.n}">'
+                     f"{comparison.suite.n}</td>")
+        rows.append(f'<tr data-run="{_e(entry.name)}">{"".join(cells)}</tr>')
+    return (
+        f"<h2>Paired differences to {_e(name)}</h2>"
+        f'<p class="note">Each cell: the row\'s primary metric minus {_e(name)}\'s, with its '
+        "95% interval and p-value (the test and the pairs: hover); bold and * mark a "
+        "difference whose interval excludes 0. "
+        f"{_e(PAIRED_NOTE)}</p>"
+        f'<div class="wrap"><table id="paired" class="sortable"><thead><tr>{"".join(heads)}'
+        f'</tr></thead><tbody>{"".join(rows)}</tbody></table></div>'
+    )
+
+
+#: The columns of ``lumos-gym leaderboard --compare A B --format csv``.
+COMPARE_COLUMNS = ["env", "level", "metric", "paired", "mean_a", "mean_b", "diff", "ci_low",
+                   "ci_high", "excludes_zero", "test", "p_value", "discordant_a", "discordant_b"]
+
+
+def _comparison_rows(comparison: Comparison) -> list[tuple[str, str, str, PairedDiff]]:
+    """``(env, level, metric, difference)`` rows: the suite, then each env, level and metric."""
+    rows = [("suite score", "", f"mean of {comparison.suite.envs} envs", comparison.suite)]
+    for env_id, diff in comparison.envs.items():
+        metrics = comparison.metrics.get(env_id) or {}
+        primary = next(iter(metrics), "reward")
+        rows.append((env_id, "", primary, diff))
+        for level, d in comparison.groups.get(env_id, {}).items():
+            rows.append((env_id, level, primary, d))
+        for metric, d in list(metrics.items())[1:]:
+            rows.append((env_id, "", metric, d))
+    return rows
+
+
+def render_comparison(board: Board, a: str, b: str, fmt: str = "md") -> str:
+    """Render the full paired comparison of two rows of ``board`` (A minus B) as md or csv.
+
+    One row for the suite score, then per env its primary metric, each of its levels (or task
+    families) and each of its other metrics, with the paired episodes, both means, the
+    difference, its paired bootstrap interval and the paired test.
+
+    Raises:
+        LeaderboardError: a run that is not on the board, or a format other than md and csv.
+    """
+    if fmt not in ("md", "csv"):
+        raise LeaderboardError(f"--compare writes md or csv, not {fmt}")
+    first, second = find_entry(board, a), find_entry(board, b)
+    comparison = compare_entries(first, second, board.envs)
+    rows = _comparison_rows(comparison)
+    if fmt == "csv":
+        out = io.StringIO()
+        writer = csv.writer(out, lineterminator="\n")
+        writer.writerow(COMPARE_COLUMNS)
+        for env, level, metric, d in rows:
+            ci = d.ci95 or [None, None]
+            odd = list(d.discordant) if d.discordant is not None else ["", ""]
+            writer.writerow([env, level, metric, d.n, d.mean_a, d.mean_b, d.diff, ci[0], ci[1],
+                             d.excludes_zero, d.test, d.p_value, *odd])
+        return out.getvalue()
+    headers = ["env", "level", "metric", "paired", first.name, second.name,
+               f"{first.name} - {second.name}", "95% interval", "test", "p"]
+    cells = [
+        [short_env(env), level or "-", metric, d.n, _num(d.mean_a), _num(d.mean_b),
+         f"{d.diff:+.3f}" + (" \\*" if d.excludes_zero else "") if d.n else "-", _ci(d.ci95),
+         d.test + (f" ({d.discordant[0]} vs {d.discordant[1]})" if d.discordant else ""),
+         _p_text(d.p_value)]
+        for env, level, metric, d in rows
+    ]
+    lines = [f"# {first.name} - {second.name}", "",
+             f"A: `{first.name}` ({first.agent}; {first.models}). "
+             f"B: `{second.name}` ({second.agent}; {second.models}). "
+             "\\* marks a difference whose interval excludes 0; McNemar's counts are the pairs "
+             f"only A solved vs only B solved. {PAIRED_NOTE}", ""]
+    lines += _md_table(headers, cells, right=0)
+    lines += _unpaired_lines(comparison, first.name, second.name)
+    return "\n".join(lines) + "\n"
+
+
+def _unpaired_lines(comparison: Comparison, a: str, b: str) -> list[str]:
+    """Lines naming the episodes left out of the comparison (none when every one paired)."""
+    pairing = comparison.pairing
+    notes = []
+    for name, counts in ((a, pairing.only_a), (b, pairing.only_b)):
+        if counts:
+            shown = ", ".join(f"{short_env(e)} {n}" for e, n in sorted(counts.items()))
+            notes.append(f"Episodes only `{name}` has (left out): {shown}.")
+    if pairing.mismatched:
+        notes.append(f"{len(pairing.mismatched)} episode(s) show different task texts under "
+                     f"one id (left out), e.g. {pairing.mismatched[0]}.")
+    return ["", *notes] if notes else []
 
 
 # ------------------------------------------------------------------------ module attribution
