@@ -131,17 +131,25 @@ def mean_se(values: Sequence[float]) -> tuple[float, float]:
     return mean, math.sqrt(variance / n)
 
 
-def _resampled_means(values: np.ndarray, rng: np.random.Generator, resamples: int) -> np.ndarray:
+def resampled_means(
+    values: np.ndarray, rng: np.random.Generator, resamples: int, *, chunk: int = _CHUNK
+) -> np.ndarray:
+    """Means of ``resamples`` bootstrap resamples of ``values``, drawn ``chunk`` rows at a time.
+
+    The chunk size is part of the draw (numpy's bounded integers do not carry their buffer
+    across calls), so each statistic keeps its own to stay reproducible.
+    """
     n = len(values)
     means = np.empty(resamples)
-    for start in range(0, resamples, _CHUNK):
-        stop = min(start + _CHUNK, resamples)
+    for start in range(0, resamples, chunk):
+        stop = min(start + chunk, resamples)
         index = rng.integers(0, n, size=(stop - start, n))
         means[start:stop] = values[index].mean(axis=1)
     return means
 
 
-def _interval(means: np.ndarray, confidence: float = CONFIDENCE) -> list[float]:
+def percentile_interval(means: np.ndarray, confidence: float = CONFIDENCE) -> list[float]:
+    """The ``confidence`` percentile interval of bootstrap ``means``, as ``[low, high]``."""
     alpha = (1.0 - confidence) / 2
     low, high = np.quantile(means, [alpha, 1.0 - alpha])
     return [float(low), float(high)]
@@ -154,7 +162,7 @@ def bootstrap_ci(
     if not values:
         return None
     rng = np.random.default_rng(seed)
-    return _interval(_resampled_means(np.asarray(values, dtype=float), rng, resamples))
+    return percentile_interval(resampled_means(np.asarray(values, dtype=float), rng, resamples))
 
 
 def metric_stats(values: Sequence[float]) -> dict[str, Any]:
@@ -243,8 +251,9 @@ def _suite_score(by_env: Mapping[str, Sequence[Mapping[str, Any]]], envs: Mappin
     total = np.zeros(BOOTSTRAP_RESAMPLES)
     for records in by_env.values():  # sorted by env id
         values = np.asarray([float(r.get("reward", 0.0)) for r in records], dtype=float)
-        total += _resampled_means(values, rng, BOOTSTRAP_RESAMPLES)
-    return {**suite_mean_se([envs[e] for e in by_env]), "ci95": _interval(total / len(by_env))}
+        total += resampled_means(values, rng, BOOTSTRAP_RESAMPLES)
+    interval = percentile_interval(total / len(by_env))
+    return {**suite_mean_se([envs[e] for e in by_env]), "ci95": interval}
 
 
 def suite_mean_se(envs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:

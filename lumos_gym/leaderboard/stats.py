@@ -37,7 +37,12 @@ from typing import Any
 
 import numpy as np
 
-from lumos_gym.leaderboard.results import Metric, metric_values
+from lumos_gym.leaderboard.results import (
+    Metric,
+    metric_values,
+    percentile_interval,
+    resampled_means,
+)
 
 #: Resamples of each paired bootstrap interval.
 PAIRED_RESAMPLES = 2000
@@ -180,24 +185,6 @@ def _is_binary(values: np.ndarray) -> bool:
 
 
 # ------------------------------------------------------------------------------ intervals
-def _resampled_means(
-    values: np.ndarray, rng: np.random.Generator, resamples: int
-) -> np.ndarray:
-    n = len(values)
-    means = np.empty(resamples)
-    for start in range(0, resamples, _CHUNK):
-        stop = min(start + _CHUNK, resamples)
-        index = rng.integers(0, n, size=(stop - start, n))
-        means[start:stop] = values[index].mean(axis=1)
-    return means
-
-
-def _percentiles(means: np.ndarray) -> list[float]:
-    alpha = (1.0 - PAIRED_CONFIDENCE) / 2
-    low, high = np.quantile(means, [alpha, 1.0 - alpha])
-    return [float(low), float(high)]
-
-
 def paired_bootstrap_ci(
     diffs: Sequence[float], *, resamples: int = PAIRED_RESAMPLES, seed: int = PAIRED_SEED
 ) -> list[float] | None:
@@ -208,7 +195,10 @@ def paired_bootstrap_ci(
     if len(diffs) == 0:
         return None
     rng = np.random.default_rng(seed)
-    return _percentiles(_resampled_means(np.asarray(diffs, dtype=float), rng, resamples))
+    return percentile_interval(
+        resampled_means(np.asarray(diffs, dtype=float), rng, resamples, chunk=_CHUNK),
+        PAIRED_CONFIDENCE,
+    )
 
 
 # ---------------------------------------------------------------------------- differences
@@ -294,14 +284,14 @@ def suite_difference(by_env: Mapping[str, tuple[Sequence[float], Sequence[float]
     total = np.zeros(PAIRED_RESAMPLES)
     diffs, weights = [], []
     for x, y in envs.values():
-        total += _resampled_means(x - y, rng, PAIRED_RESAMPLES)
+        total += resampled_means(x - y, rng, PAIRED_RESAMPLES, chunk=_CHUNK)
         diffs.extend(x - y)
         weights.extend([1.0 / (k * len(x))] * len(x))
     p, test = sign_flip_test(diffs, weights=weights)
     mean_a = sum(float(x.mean()) for x, _ in envs.values()) / k
     mean_b = sum(float(y.mean()) for _, y in envs.values()) / k
     return PairedDiff(sum(len(x) for x, _ in envs.values()), mean_a, mean_b, mean_a - mean_b,
-                      _percentiles(total / k), test, p, None, k)
+                      percentile_interval(total / k, PAIRED_CONFIDENCE), test, p, None, k)
 
 
 # ----------------------------------------------------------------------------- two runs
