@@ -41,7 +41,9 @@ def _add_task_flags(p: argparse.ArgumentParser) -> None:
 
 def _add_model_flags(p: argparse.ArgumentParser) -> None:
     """The models of the agent's roles, and how they run."""
-    p.add_argument("--backend", default="hf", choices=["hf", "openai", "vllm"])
+    p.add_argument("--backend", default="hf", choices=["hf", "openvino", "openai", "vllm"],
+                   help="hf: transformers in this process (default); openvino: OpenVINO GenAI "
+                   "on the CPU (the openvino extra); openai: a server; vllm: a GPU engine")
     p.add_argument("--model", default=None,
                    help="model of every role: hub id, local folder or 'smollm2-135m' (default)")
     p.add_argument("--planner", default=None,
@@ -56,8 +58,9 @@ def _add_model_flags(p: argparse.ArgumentParser) -> None:
                    "shipped reference adapters (lumos-i)")
     p.add_argument("--batch-size", type=positive_int, default=8,
                    help="episodes in flight (batch size)")
-    p.add_argument("--device", default=None, help="torch device (hf backend)")
-    p.add_argument("--dtype", default=None, help="torch dtype (hf backend)")
+    p.add_argument("--device", default=None, help="torch device (hf) or OpenVINO device (openvino)")
+    p.add_argument("--dtype", default=None,
+                   help="torch dtype (hf), or the precision of the openvino backend (f32, bf16)")
     p.add_argument("--max-rounds", type=positive_int, default=None,
                    help="plan/ground rounds per episode (default: Lumos' limit per task type)")
     p.add_argument("--max-new-tokens", type=positive_int, default=128)

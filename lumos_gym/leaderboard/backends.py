@@ -13,7 +13,8 @@ from lumos_gym.models.reference import reference_models
 
 def with_reference(agent_name: str, options: ModelOptions) -> ModelOptions:
     """``options`` with the agent's shipped reference adapters when nothing else is named."""
-    if not options.reference or options.backend != "hf" or options.names_a_model():
+    local = options.backend in ("hf", "openvino")  # the backends that run the shipped adapters
+    if not options.reference or not local or options.names_a_model():
         return options
     models = reference_models(agent_name)
     if not models:

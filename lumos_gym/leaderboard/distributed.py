@@ -90,7 +90,7 @@ class EpisodeWorker:
     ) -> None:
         load_plugins()
         self.agent = agent
-        if backends is None and agent.roles and models.backend in ("hf", "vllm"):
+        if backends is None and agent.roles and models.backend in ("hf", "vllm", "openvino"):
             try:  # one loading bar per actor drowns the driver's
                 from transformers.utils import logging as hf_logging
 

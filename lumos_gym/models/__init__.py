@@ -5,7 +5,9 @@ importing lumos-gym never imports torch, transformers, vLLM or an HTTP client:
 
 - ``hf``: a transformers model in this process, with optional peft adapters;
 - ``openai``: any OpenAI-compatible server (vLLM, llama.cpp, ``lumos-gym serve``);
-- ``vllm``: a vLLM engine in this process (the ``vllm`` extra; needs a GPU).
+- ``vllm``: a vLLM engine in this process (the ``vllm`` extra; needs a GPU);
+- ``openvino``: OpenVINO GenAI on the CPU (the ``openvino`` extra), the model exported once
+  with each adapter merged in.
 """
 
 from typing import Any
@@ -22,6 +24,7 @@ from lumos_gym.models.factory import backend_class
 BACKENDS.register("hf", "lumos_gym.models.hf:HFBackend")
 BACKENDS.register("openai", "lumos_gym.models.openai_backend:OpenAIBackend")
 BACKENDS.register("vllm", "lumos_gym.models.vllm_backend:VLLMBackend")
+BACKENDS.register("openvino", "lumos_gym.models.openvino_backend:OpenVINOBackend")
 
 
 def make_backend(name: str, /, *args: Any, **kwargs: Any) -> Backend:

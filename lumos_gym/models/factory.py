@@ -17,7 +17,12 @@ from lumos_gym.models.base import BACKENDS, Backend
 from lumos_gym.models.sources import split_model_name
 
 #: The model each backend uses when none is named.
-DEFAULT_MODELS: dict[str, str | None] = {"hf": "smollm2-135m", "openai": None, "vllm": None}
+DEFAULT_MODELS: dict[str, str | None] = {
+    "hf": "smollm2-135m", "openvino": "smollm2-135m", "openai": None, "vllm": None,
+}  # fmt: skip
+
+ADAPTER_BACKENDS = ("hf", "vllm", "openvino")
+"""The backends that apply peft adapters themselves (and take LoRA output folders as models)."""
 
 
 def backend_class(name: str) -> type[Backend]:
@@ -42,15 +47,15 @@ def build_backend(
     batch_size: int = 8,
     **options: Any,
 ) -> Backend:
-    """Build one backend: ``hf``, ``openai``, ``vllm`` or any registered one.
+    """Build one backend: ``hf``, ``openvino``, ``openai``, ``vllm`` or any registered one.
 
     Args:
         backend: the registered backend name.
         model: the model (an alias, a folder, a hub id, or the served name for ``openai``).
-        adapters: adapter name → peft folder (``hf``, ``vllm``).
+        adapters: adapter name → peft folder (``hf``, ``openvino``, ``vllm``).
         base_url: the server of the ``openai`` backend.
-        batch_size: the most requests one call completes at once (``hf``) or keeps in flight
-            (``openai``).
+        batch_size: the most requests one call completes at once (``hf``, ``openvino``) or
+            keeps in flight (``openai``).
         options: further constructor arguments (``device``, ``dtype``...).
 
     Raises:
@@ -67,7 +72,7 @@ def build_backend(
         if not base_url:
             raise ModelSpecError("the openai backend needs --base-url")
         return cls(model, base_url=base_url, max_concurrency=batch_size, **options)
-    if backend == "hf":
+    if backend in ("hf", "openvino"):
         return cls(model, adapters=adapters or None, batch_size=batch_size, **options)
     if adapters:
         options["adapters"] = adapters
@@ -97,7 +102,7 @@ class ModelOptions:
     """How to build an agent's models.
 
     Attributes:
-        backend: ``hf``, ``openai`` or ``vllm``.
+        backend: ``hf``, ``openvino``, ``openai`` or ``vllm``.
         model: the model of every role (a hub id, a local folder, ``smollm2-135m``, or the
             served name for ``openai``); the backend's default when None.
         planner: the planner's model, overriding ``model``.
@@ -169,7 +174,7 @@ def role_model(options: ModelOptions, role: str) -> tuple[str, str | None]:
         ModelSpecError: an adapter folder given both as the role's model and as ``--adapter``.
     """
     model, adapter = options.model_for(role), options.adapter_for(role)
-    if options.backend in ("hf", "vllm"):
+    if options.backend in ADAPTER_BACKENDS:
         base, folder = split_model_name(model)
         if folder is not None:
             if adapter:
@@ -207,7 +212,7 @@ def build_backends(roles: Sequence[str], options: ModelOptions) -> BackendSet:
             for role in model_roles:
                 if not adapters:
                     backends[role] = base
-                else:  # hf and vllm give views that share the loaded weights
+                else:  # hf, openvino and vllm give views that share the loaded model
                     name = role if role in adapters else None
                     backends[role] = base.with_adapter(name)  # type: ignore[attr-defined]
     except BaseException:

@@ -1,0 +1,545 @@
+"""The ``openvino`` backend: a causal LM run by OpenVINO GenAI on the CPU (the ``openvino`` extra).
+
+:class:`OpenVINOBackend` takes the same model names as the ``hf`` backend (a local folder, a hub
+id, the alias ``smollm2-135m``, a LoRA output folder) and the same adapters. Each model, with
+each adapter merged into its weights, is exported once to an OpenVINO folder
+(:mod:`lumos_gym.models.openvino_export`) cached under ``<cache>/models/openvino/``, keyed by the
+SHA-256 of the base weights (for an alias, of its GGUF file), of the adapter's weights and
+config, of the precision and of the export format: a retrained adapter gets a new export, an
+unchanged one is loaded (a few seconds) without torch doing any work.
+
+The runtime is OpenVINO GenAI's continuous-batching pipeline: every request of a ``generate``
+call goes in at once, the pipeline keeps up to ``batch_size`` sequences decoding and fills a
+finished one's place with the next request, prompts are prefilled in chunks of up to
+``max_batched_tokens`` tokens, and prompt prefixes seen before are read from its paged
+key/value cache (``prefix_cache``). Requests are tokenized and completions decoded here with
+the model's transformers tokenizer, exactly as the ``hf`` backend does (raw prompts without
+special tokens, chat messages through the chat template, a trailing ``</s>`` dropped), and stop
+strings are matched on that text; OpenVINO only sees token ids.
+
+By default the weights, the activations and the cache stay in fp32 (``precision="f32"``), so
+that greedy outputs follow the ``hf`` backend's up to floating-point rounding (a merged adapter
+and a different order of sums can still flip a near tie); ``precision="bf16"`` runs the matmuls
+in bf16 where the CPU has them (AMX), faster, with more outputs that differ.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import re
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+try:
+    import numpy as np
+    import openvino as ov
+    import openvino_genai
+    from jinja2 import TemplateError
+    from transformers import AutoConfig
+except ImportError as e:  # pragma: no cover - depends on the installed extras
+    raise ImportError(
+        "the 'openvino' backend needs openvino-genai; install it with:"
+        " pip install 'lumos-gym[openvino]'"
+    ) from e
+
+from lumos_gym.errors import BackendError
+from lumos_gym.jsonl import cache_root
+from lumos_gym.models.base import (
+    Backend,
+    BackendInfo,
+    Completion,
+    GenerationRequest,
+    StopReason,
+)
+from lumos_gym.models.hf import (
+    ALIASES,
+    DEFAULT_ADAPTER,
+    _named_adapters,
+    ensure_alias_cache,
+    find_alias_gguf,
+    load_tokenizer,
+    resolve_model,
+    split_model_name,
+    trim_completion,
+)
+from lumos_gym.models.sources import ModelSource
+
+logger = logging.getLogger(__name__)
+
+INSTALL = "pip install 'lumos-gym[openvino]'"
+"""The command that installs the ``openvino`` extra."""
+
+DEFAULT_KV_CACHE_MB = 512
+"""The default size of each model's paged key/value cache (SmolLM2-135M in fp32 takes 45 KiB a
+token, so 512 MiB hold about 11,000 tokens)."""
+
+DEFAULT_MAX_BATCHED_TOKENS = 1024
+"""The default most prompt and new tokens one step of the pipeline computes."""
+
+PRECISIONS: dict[str, str] = {
+    "f32": "f32", "fp32": "f32", "float32": "f32", "auto": "f32",
+    "bf16": "bf16", "bfloat16": "bf16",
+}  # fmt: skip
+"""Accepted precision names (``dtype`` spellings of the ``hf`` backend included)."""
+
+EXPORT_FORMAT = 1
+"""The version of the export folder layout (:mod:`~lumos_gym.models.openvino_export`); part of
+every cache key, so a change of layout makes new exports."""
+
+MANIFEST = "lumos_export.json"
+"""The file of an export folder that says what it was made from (written last)."""
+
+_SAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def files_sha256(paths: Sequence[Path]) -> str:
+    """One SHA-256 over the names and bytes of ``paths`` (in the order given)."""
+    digest = hashlib.sha256()
+    for path in paths:
+        digest.update(path.name.encode() + b"\0")
+        with open(path, "rb") as f:
+            while chunk := f.read(1 << 20):
+                digest.update(chunk)
+    return digest.hexdigest()
+
+
+def model_fingerprint(source: ModelSource) -> dict[str, str]:
+    """What identifies the weights of ``source``: a file checksum where they are on disk.
+
+    Raises:
+        BackendError: an alias whose GGUF file is missing.
+    """
+    if source.alias is not None:
+        gguf = find_alias_gguf(source.alias)
+        return {"alias": source.alias, "gguf": gguf.name, "sha256": files_sha256([gguf])}
+    if not source.local:
+        return {"hub_id": source.path}
+    folder = Path(source.path)
+    weights = sorted(
+        p for p in folder.iterdir() if p.suffix in (".safetensors", ".bin") and p.is_file()
+    )
+    return {"folder": folder.name, "sha256": files_sha256([folder / "config.json", *weights])}
+
+
+def adapter_sha256(folder: Path) -> str:
+    """The SHA-256 of a peft adapter: its config and its weights file.
+
+    Raises:
+        BackendError: the folder holds no ``adapter_model.safetensors`` (or ``.bin``).
+    """
+    weights = [folder / "adapter_model.safetensors", folder / "adapter_model.bin"]
+    found = next((w for w in weights if w.is_file()), None)
+    if found is None:
+        raise BackendError(f"adapter folder {str(folder)!r} holds no adapter_model weights")
+    return files_sha256([folder / "adapter_config.json", found])
+
+
+def export_folder(source: ModelSource, adapter: Path | None) -> tuple[Path, dict[str, Any]]:
+    """The cache folder of the export of ``source`` with ``adapter`` merged in, and its manifest.
+
+    Raises:
+        BackendError: the base weights or the adapter cannot be read.
+    """
+    manifest: dict[str, Any] = {
+        "format": EXPORT_FORMAT,
+        "model": source.name,
+        "base": model_fingerprint(source),
+        "adapter": None if adapter is None else {
+            "folder": str(adapter), "sha256": adapter_sha256(adapter),
+        },
+        "weights": "f32",
+    }  # fmt: skip
+    keyed = {k: v for k, v in manifest.items() if k != "model"}
+    keyed["adapter"] = None if adapter is None else manifest["adapter"]["sha256"]
+    text = json.dumps(keyed, sort_keys=True, separators=(",", ":"))
+    key = hashlib.sha256(text.encode()).hexdigest()
+    name = _SAFE.sub("-", Path(source.name).name)[-40:].strip("-") or "model"
+    return cache_root() / "models" / "openvino" / f"{name}-{key[:16]}", manifest
+
+
+@dataclass
+class _Settings:
+    """How every pipeline of one backend is built."""
+
+    device: str
+    precision: str
+    kv_cache_mb: int
+    batch_size: int
+    max_batched_tokens: int
+    prefix_cache: bool
+    threads: int | None
+
+    def scheduler(self) -> Any:
+        config = openvino_genai.SchedulerConfig()
+        config.num_kv_blocks = 0
+        config.cache_size = max(1, -(-self.kv_cache_mb // 1024))  # GiB, rounded up
+        config.max_num_seqs = self.batch_size
+        config.max_num_batched_tokens = self.max_batched_tokens
+        config.dynamic_split_fuse = True
+        config.enable_prefix_caching = self.prefix_cache
+        return config
+
+    def properties(self) -> dict[str, Any]:
+        props: dict[str, Any] = {
+            "INFERENCE_PRECISION_HINT": self.precision,
+            "KV_CACHE_PRECISION": "f32" if self.precision == "f32" else "bf16",
+        }
+        if self.threads:
+            props["INFERENCE_NUM_THREADS"] = self.threads
+        return props
+
+
+class _Shared:
+    """The tokenizer, exports and pipelines that an :class:`OpenVINOBackend` and its views share."""
+
+    def __init__(
+        self,
+        source: ModelSource,
+        adapters: Mapping[str, Path],
+        tokenizer: Any,
+        settings: _Settings,
+        max_context: int,
+    ) -> None:
+        self.source = source
+        self.adapters = dict(adapters)
+        self.tokenizer = tokenizer
+        self.settings = settings
+        self.max_context = max_context
+        self.folders: dict[str | None, Path] = {}
+        self.pipelines: dict[str | None, Any] = {}
+        self.lock = threading.Lock()
+        self.closed = False
+        self.eos_ids = _eos_ids(tokenizer)
+
+    def folder(self, adapter: str | None) -> Path:
+        """The export of the base model with ``adapter`` merged in, made now if missing."""
+        if adapter not in self.folders:
+            path = None if adapter is None else self.adapters[adapter]
+            dest, manifest = export_folder(self.source, path)
+            if not (dest / MANIFEST).is_file():
+                from lumos_gym.models.openvino_export import (  # heavy: traces with torch
+                    export,
+                )
+
+                export(self.source, path, dest, manifest, MANIFEST)
+            self.folders[adapter] = dest
+        return self.folders[adapter]
+
+    def pipeline(self, adapter: str | None) -> Any:
+        """The pipeline of ``adapter``'s export, built on first use."""
+        if adapter not in self.pipelines:
+            folder = self.folder(adapter)
+            try:
+                self.pipelines[adapter] = openvino_genai.ContinuousBatchingPipeline(
+                    str(folder), self.settings.scheduler(), self.settings.device,
+                    self.settings.properties(),
+                )  # fmt: skip
+            except RuntimeError as e:
+                raise BackendError(
+                    f"OpenVINO GenAI cannot load the export {folder}: {e}; remove the folder "
+                    "to export it again"
+                ) from e
+        return self.pipelines[adapter]
+
+    def close(self) -> None:
+        with self.lock:
+            self.closed = True
+            self.pipelines.clear()
+
+
+def _eos_ids(tokenizer: Any) -> frozenset[int]:
+    ids = {tokenizer.eos_token_id}
+    return frozenset(int(i) for i in ids if i is not None)
+
+
+class OpenVINOBackend(Backend):
+    """A causal LM exported to OpenVINO and run by OpenVINO GenAI, with adapters merged in.
+
+    Args:
+        model: a local folder, a Hugging Face hub id, or an alias (``"smollm2-135m"``); or a
+            LoRA output folder, which loads its base with it as ``adapter``.
+        adapter: a peft adapter folder merged into ``model`` (``"default"``, active here).
+        adapters: more adapters by name, each merged into its own export;
+            :meth:`with_adapter` returns a backend that uses one of them.
+        device: the OpenVINO device (``"CPU"``).
+        dtype: the precision of the matmuls and the cache: ``"f32"`` (also ``"float32"``,
+            ``"auto"``; the default) or ``"bf16"``.
+        batch_size: the most sequences decoded together.
+        max_context: the longest prompt plus completion, in tokens; by default the model's.
+        tokenizer: the folder or hub id of a tokenizer to use instead of the model's.
+        prefix_cache: read prompt prefixes seen before from the paged cache.
+        kv_cache_mb: the size of each export's key/value cache (rounded up to whole GiB).
+        max_batched_tokens: the most tokens one pipeline step computes (prompt chunks
+            included).
+        threads: CPU threads (default: OpenVINO's choice, every core).
+
+    Raises:
+        BackendError: the model, its tokenizer or an adapter is missing, or cannot be exported
+            or loaded.
+        ValueError: an argument is out of range.
+    """
+
+    name = "openvino"
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        adapter: str | os.PathLike[str] | None = None,
+        adapters: Mapping[str, str | os.PathLike[str]] | None = None,
+        device: str | None = None,
+        dtype: str | None = None,
+        batch_size: int = 8,
+        max_context: int | None = None,
+        tokenizer: str | None = None,
+        prefix_cache: bool = True,
+        kv_cache_mb: int = DEFAULT_KV_CACHE_MB,
+        max_batched_tokens: int = DEFAULT_MAX_BATCHED_TOKENS,
+        threads: int | None = None,
+    ) -> None:
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be at least 1; got {batch_size}")
+        if max_context is not None and max_context < 2:
+            raise ValueError(f"max_context must be at least 2; got {max_context}")
+        if kv_cache_mb < 1 or max_batched_tokens < 1:
+            raise ValueError("kv_cache_mb and max_batched_tokens must be positive")
+        precision = PRECISIONS.get(str(dtype or "f32").removeprefix("torch."))
+        if precision is None:
+            raise ValueError(f"unknown dtype {dtype!r}; use one of {', '.join(PRECISIONS)}")
+        base, folder = split_model_name(model)
+        if folder is not None:  # a LoRA output folder stands for its base plus itself
+            if adapter is not None:
+                raise BackendError(
+                    f"{model!r} is an adapter folder (its base is {base!r}); give it as the "
+                    "model or as the adapter, not both"
+                )
+            model, adapter = base, folder
+        named = _named_adapters(adapter, adapters)
+        source = resolve_model(model)
+        settings = _Settings(
+            device=(device or "CPU").upper(), precision=precision, kv_cache_mb=kv_cache_mb,
+            batch_size=batch_size, max_batched_tokens=max_batched_tokens,
+            prefix_cache=prefix_cache, threads=threads,
+        )  # fmt: skip
+        loaded = _tokenizer_and_context(source, tokenizer)
+        self._shared = _Shared(source, named, loaded[0], settings, max_context or loaded[1])
+        for name in named:  # fail fast: every adapter is exported (or found) now
+            self._shared.folder(name)
+        self._adapter = DEFAULT_ADAPTER if adapter is not None else None
+        self._owner = True
+        self._closed = False
+
+    # -- views ---------------------------------------------------------------------------------
+
+    def with_adapter(self, name: str | None) -> OpenVINOBackend:
+        """A backend on the same exports that generates with adapter ``name`` (``None``: none).
+
+        Raises:
+            BackendError: no adapter is loaded under ``name``.
+        """
+        if name is not None and name not in self._shared.adapters:
+            known = ", ".join(map(repr, self._shared.adapters)) or "none"
+            raise BackendError(f"no adapter named {name!r} is loaded; loaded adapters: {known}")
+        view = object.__new__(OpenVINOBackend)
+        view._shared = self._shared
+        view._adapter = name
+        view._owner = False
+        view._closed = False
+        return view
+
+    @property
+    def adapter(self) -> str | None:
+        """The name of the adapter this backend generates with (``None``: the base model)."""
+        return self._adapter
+
+    @property
+    def model_id(self) -> str:
+        """The model name given to the constructor."""
+        return self._shared.source.name
+
+    def export_path(self) -> Path:
+        """The OpenVINO folder this backend generates with (exported now if missing)."""
+        with self._shared.lock:
+            return self._shared.folder(self._adapter)
+
+    # -- the Backend contract ------------------------------------------------------------------
+
+    def generate(self, requests: Sequence[GenerationRequest]) -> list[Completion]:
+        """Complete every request; the i-th completion answers the i-th request.
+
+        Raises:
+            BackendError: the backend is closed.
+        """
+        shared = self._shared
+        with shared.lock:
+            if self._closed or shared.closed:
+                raise BackendError(f"the openvino backend of {self.model_id!r} is closed")
+            encoded = [self._encode(request) for request in requests]
+            results = [item if isinstance(item, Completion) else None for item in encoded]
+            runnable = {i: ids for i, ids in enumerate(encoded) if isinstance(ids, list)}
+            if runnable:
+                pipeline = shared.pipeline(self._adapter)
+                inputs = [ov.Tensor(np.array([ids], dtype=np.int64)) for ids in runnable.values()]
+                configs = [self._config(requests[i]) for i in runnable]
+                outputs = pipeline.generate(inputs, configs)
+                for (i, ids), output in zip(runnable.items(), outputs, strict=True):
+                    generated = [int(t) for t in output.m_generation_ids[0]]
+                    results[i] = self._completion(ids, generated, requests[i])
+        return results  # type: ignore[return-value]  # every index was filled above
+
+    def info(self) -> BackendInfo:
+        """Describe the model, adapters, export and runtime settings for provenance."""
+        shared = self._shared
+        settings = shared.settings
+        folder = shared.folders.get(self._adapter)
+        details: dict[str, Any] = {
+            "source": shared.source.path,
+            "adapter": self._adapter,
+            "adapters": {name: str(path) for name, path in shared.adapters.items()},
+            "export": str(folder) if folder is not None else None,
+            "device": settings.device,
+            "dtype": "float32" if settings.precision == "f32" else "bfloat16",
+            "batch_size": settings.batch_size,
+            "max_context": shared.max_context,
+            "max_batched_tokens": settings.max_batched_tokens,
+            "prefix_cache": settings.prefix_cache,
+            "kv_cache_mb": settings.kv_cache_mb,
+            "openvino_genai": openvino_genai.get_version(),
+        }
+        if shared.source.alias is not None:
+            details["alias_of"] = ALIASES[shared.source.alias].gguf_file
+        return BackendInfo(backend=self.name, model_id=self.model_id, details=details)
+
+    def close(self) -> None:
+        """Close this backend; the one that built the pipelines also frees them. Idempotent."""
+        self._closed = True
+        if self._owner:
+            self._shared.close()
+
+    def __enter__(self) -> OpenVINOBackend:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    # -- one request ---------------------------------------------------------------------------
+
+    def _encode(self, request: GenerationRequest) -> list[int] | Completion:
+        """The prompt's token ids, or an error completion when the request cannot run."""
+        tokenizer = self._shared.tokenizer
+        if request.messages is not None:
+            if not getattr(tokenizer, "chat_template", None):
+                return self._error(
+                    f"model {self.model_id!r} has no chat template, so it cannot take chat "
+                    "messages; send a raw prompt"
+                )
+            try:
+                text = tokenizer.apply_chat_template(
+                    [dict(m) for m in request.messages], tokenize=False,
+                    add_generation_prompt=True,
+                )  # fmt: skip
+            except (TemplateError, ValueError, KeyError, TypeError) as e:
+                return self._error(f"the chat template of {self.model_id!r} failed: {e}")
+        else:
+            text = request.prompt or ""
+        ids = tokenizer.encode(text, add_special_tokens=False)
+        if not ids and tokenizer.bos_token_id is not None:
+            ids = [tokenizer.bos_token_id]
+        if not ids:
+            return self._error("the prompt is empty and the tokenizer has no BOS token to start")
+        if len(ids) + request.max_new_tokens > self._shared.max_context:
+            return self._error(
+                f"the prompt ({len(ids)} tokens) plus max_new_tokens ({request.max_new_tokens})"
+                f" exceeds the context length of {self.model_id!r}"
+                f" ({self._shared.max_context} tokens)",
+                input_tokens=len(ids),
+            )
+        return ids
+
+    def _config(self, request: GenerationRequest) -> Any:
+        """Greedy or temperature sampling; stop strings are kept in the output, cut here."""
+        config = openvino_genai.GenerationConfig()
+        config.max_new_tokens = request.max_new_tokens
+        config.apply_chat_template = False
+        config.stop_token_ids = set(self._shared.eos_ids)
+        config.stop_strings = {s for s in request.stop if s}
+        config.include_stop_str_in_output = True
+        config.repetition_penalty = 1.0
+        if request.temperature > 0:
+            config.do_sample = True
+            config.temperature = request.temperature
+            config.top_p = 1.0
+            config.rng_seed = request.seed
+        else:
+            config.do_sample = False
+        return config
+
+    def _completion(
+        self, prompt: list[int], generated: list[int], request: GenerationRequest
+    ) -> Completion:
+        """One request's new tokens as a completion: cut at a stop string, decoded, counted."""
+        eos_ids = self._shared.eos_ids
+        end = next((n for n, t in enumerate(generated) if t in eos_ids), None)
+        kept = generated if end is None else generated[:end]
+        text, cut = trim_completion(self._decode_continuation(prompt, kept), request.stop)
+        count = len(generated) if end is None else end + 1
+        ended = cut or end is not None or count < request.max_new_tokens
+        if end is None and not cut and count < request.max_new_tokens:
+            count += 1  # the pipeline ended on an end-of-sequence token it did not return
+        reason: StopReason = "stop" if ended else "length"
+        return Completion(
+            text=text,
+            stop_reason=reason,
+            input_tokens=len(prompt),
+            output_tokens=count,
+            model_id=self.model_id,
+        )
+
+    def _decode_continuation(self, prompt: list[int], generated: list[int]) -> str:
+        """Decode new tokens as the continuation of the prompt (see the ``hf`` backend)."""
+        if not generated:
+            return ""
+        head = self._decode(prompt[-1:])
+        full = self._decode(prompt[-1:] + generated)
+        return full[len(head) :] if full.startswith(head) else self._decode(generated)
+
+    def _decode(self, ids: list[int]) -> str:
+        return self._shared.tokenizer.decode(
+            ids, skip_special_tokens=True, clean_up_tokenization_spaces=False
+        )
+
+    def _error(self, message: str, *, input_tokens: int = 0) -> Completion:
+        return Completion(
+            text="", stop_reason="error", input_tokens=input_tokens, model_id=self.model_id,
+            error=message,
+        )  # fmt: skip
+
+
+def _tokenizer_and_context(source: ModelSource, tokenizer: str | None) -> tuple[Any, int]:
+    """The transformers tokenizer of ``source`` (or ``tokenizer``) and the model's context.
+
+    Raises:
+        BackendError: no tokenizer or config can be read.
+    """
+    if source.alias is not None:
+        ensure_alias_cache(source.alias)
+    if tokenizer is None:
+        loaded = load_tokenizer(source.path, local=source.local)
+    else:
+        loaded = load_tokenizer(tokenizer, local=Path(tokenizer).expanduser().exists())
+    try:
+        config = AutoConfig.from_pretrained(source.path, local_files_only=source.local)
+    except (OSError, ValueError, KeyError) as e:
+        raise BackendError(f"cannot read the config of {source.name!r}: {e}") from e
+    text = config.get_text_config(decoder=True)
+    for key in ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length"):
+        value = getattr(text, key, None)
+        if isinstance(value, int) and value > 0:
+            return loaded, value
+    return loaded, 2048

@@ -1,0 +1,206 @@
+"""The ``openvino`` backend on the tiny random Llama of conftest, against the ``hf`` backend.
+
+The tiny model and its LoRA adapters are built and saved here; each is exported to OpenVINO
+once, into a temporary cache folder. The exports run in fp32, so greedy outputs, stop reasons
+and token counts are compared exactly with the ``hf`` backend's. Skipped when the ``openvino``
+extra (OpenVINO GenAI) is not installed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip(
+    "openvino_genai",
+    reason="the openvino extra is not installed: pip install 'lumos-gym[openvino]'",
+)
+torch = pytest.importorskip("torch", reason="the openvino backend exports with torch (hf extra)")
+peft = pytest.importorskip("peft", reason="adapters need peft (hf extra)")
+
+from conftest import build_model, build_tokenizer  # noqa: E402
+from transformers import AutoModelForCausalLM  # noqa: E402
+
+from lumos_gym.errors import BackendError  # noqa: E402
+from lumos_gym.models import make_backend  # noqa: E402
+from lumos_gym.models.base import GenerationRequest  # noqa: E402
+from lumos_gym.models.factory import ModelOptions, build_backend, build_backends  # noqa: E402
+from lumos_gym.models.hf import HFBackend  # noqa: E402
+from lumos_gym.models.openvino_backend import (  # noqa: E402
+    MANIFEST,
+    OpenVINOBackend,
+    export_folder,
+)
+from lumos_gym.models.sources import resolve_model  # noqa: E402
+
+pytestmark = pytest.mark.full  # every module exports models (seconds each)
+
+PROMPTS = [
+    "the planner",
+    "Subgoal 1: Calculate the total number of apples.\nAction 1:",
+    "<|user|>\nPlease ground the subgoal\n<|assistant|>\n",
+    "x",
+    "Observation: 7 apples",
+]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """Exports go to a temporary lumos-gym cache."""
+    folder = tmp_path_factory.mktemp("cache")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("LUMOS_GYM_CACHE", str(folder))
+        yield folder
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("tiny-llama")
+    tokenizer = build_tokenizer()
+    build_model(tokenizer).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def lora_dirs(tiny: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    folders = {}
+    for seed, name in enumerate(["planner", "grounder"]):
+        torch.manual_seed(100 + seed)
+        base = AutoModelForCausalLM.from_pretrained(tiny)
+        config = peft.LoraConfig(
+            r=4, lora_alpha=8, target_modules=["q_proj", "v_proj", "down_proj"],
+            init_lora_weights=False,
+        )  # fmt: skip
+        folders[name] = tmp_path_factory.mktemp(f"lora-{name}")
+        peft.get_peft_model(base, config).save_pretrained(folders[name])
+    return folders
+
+
+@pytest.fixture(scope="module")
+def hf(tiny: Path, lora_dirs: dict[str, Path]) -> Iterator[HFBackend]:
+    adapters = {name: str(path) for name, path in lora_dirs.items()}
+    with HFBackend(str(tiny), device="cpu", batch_size=3, adapters=adapters) as backend:
+        yield backend
+
+
+@pytest.fixture(scope="module")
+def ov(tiny: Path, lora_dirs: dict[str, Path]) -> Iterator[OpenVINOBackend]:
+    adapters = {name: str(path) for name, path in lora_dirs.items()}
+    with OpenVINOBackend(str(tiny), batch_size=3, adapters=adapters, threads=1) as backend:
+        yield backend
+
+
+def greedy(prompt: str, n: int = 12, **kwargs: object) -> GenerationRequest:
+    return GenerationRequest(prompt=prompt, max_new_tokens=n, **kwargs)  # type: ignore[arg-type]
+
+
+# -- the backend contract --------------------------------------------------------------------------
+def test_greedy_batches_equal_the_hf_backend(hf: HFBackend, ov: OpenVINOBackend) -> None:
+    requests = [greedy(p, n) for p, n in zip(PROMPTS, [12, 5, 20, 1, 9], strict=True)]
+    expected = hf.with_adapter(None).generate(requests)
+    got = ov.with_adapter(None).generate(requests)
+    assert got == expected
+    assert [c.stop_reason for c in got] == ["length"] * len(PROMPTS)
+    assert [c.output_tokens for c in got] == [12, 5, 20, 1, 9]
+    # one at a time gives the same completions as the batch
+    assert [ov.with_adapter(None).generate([r])[0] for r in requests] == got
+
+
+def test_stop_strings_cut_the_text_and_count_like_hf(hf: HFBackend, ov: OpenVINOBackend) -> None:
+    base_hf, base_ov = hf.with_adapter(None), ov.with_adapter(None)
+    free = base_hf.generate([greedy(p, 20) for p in PROMPTS])
+    # a stop string taken from the middle of each free completion
+    stops = [c.text[len(c.text) // 2 : len(c.text) // 2 + 2] for c in free]
+    requests = [greedy(p, 20, stop=(s,)) for p, s in zip(PROMPTS, stops, strict=True)]
+    expected = base_hf.generate(requests)
+    got = base_ov.generate(requests)
+    assert got == expected
+    for completion, stop in zip(got, stops, strict=True):
+        assert stop not in completion.text
+        assert completion.stop_reason == "stop"
+        assert completion.output_tokens < 20
+
+
+def test_each_adapter_is_merged_into_its_own_export(
+    hf: HFBackend, ov: OpenVINOBackend, tiny: Path, lora_dirs: dict[str, Path]
+) -> None:
+    requests = [greedy(p, 10) for p in PROMPTS]
+    texts = {}
+    for name in (None, "planner", "grounder"):
+        got = ov.with_adapter(name).generate(requests)
+        assert got == hf.with_adapter(name).generate(requests), name
+        texts[name] = [c.text for c in got]
+    assert len({tuple(t) for t in texts.values()}) == 3  # the adapters change the outputs
+    folders = {name: ov.with_adapter(name).export_path() for name in texts}
+    assert len(set(folders.values())) == 3
+    for name, folder in folders.items():
+        assert (folder / MANIFEST).is_file()
+        assert folder == export_folder(resolve_model(str(tiny)),
+                                       lora_dirs[name] if name else None)[0]  # fmt: skip
+
+
+def test_an_export_is_reused_and_keyed_by_the_adapter_checksum(
+    tiny: Path, lora_dirs: dict[str, Path], tmp_path: Path
+) -> None:
+    source = resolve_model(str(tiny))
+    planner, _ = export_folder(source, lora_dirs["planner"])
+    stamp = (planner / "openvino_model.bin").stat().st_mtime_ns
+    with OpenVINOBackend(str(tiny), adapter=str(lora_dirs["planner"]), threads=1) as again:
+        assert again.export_path() == planner
+        again.generate([greedy("x", 2)])
+    assert (planner / "openvino_model.bin").stat().st_mtime_ns == stamp  # not exported again
+    # the same adapter in another folder has the same key; changed weights have another
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    for file in lora_dirs["planner"].iterdir():
+        (copy / file.name).write_bytes(file.read_bytes())
+    assert export_folder(source, copy)[0] == planner
+    weights = copy / "adapter_model.safetensors"
+    data = bytearray(weights.read_bytes())
+    data[-1] ^= 1
+    weights.write_bytes(bytes(data))
+    assert export_folder(source, copy)[0] != planner
+
+
+def test_chat_requests_errors_and_close(hf: HFBackend, ov: OpenVINOBackend) -> None:
+    chat = GenerationRequest(messages=({"role": "user", "content": "the planner"},),
+                             max_new_tokens=6)  # fmt: skip
+    too_long = greedy("x " * 200, 8)
+    expected = hf.with_adapter("planner").generate([chat])
+    got = ov.with_adapter("planner").generate([chat, too_long])
+    assert got[0] == expected[0]
+    assert got[1].stop_reason == "error" and "context length" in (got[1].error or "")
+    view = ov.with_adapter("grounder")
+    view.close()
+    with pytest.raises(BackendError, match="closed"):
+        view.generate([greedy("x")])
+    assert ov.generate([greedy("x", 1)])[0].output_tokens == 1  # the owner still works
+    with pytest.raises(BackendError, match="no adapter named"):
+        ov.with_adapter("policy")
+
+
+def test_the_factory_builds_it_with_views_per_role(
+    tiny: Path, lora_dirs: dict[str, Path]
+) -> None:
+    info = None
+    with build_backend("openvino", str(tiny), batch_size=2, threads=1) as plain:
+        assert isinstance(plain, OpenVINOBackend)
+        info = plain.info()
+    assert info.backend == "openvino" and info.details["dtype"] == "float32"
+    options = ModelOptions(
+        backend="openvino", model=str(tiny), options={"threads": 1},
+        adapters={"planner": str(lora_dirs["planner"]), "grounder": str(lora_dirs["grounder"])},
+    )  # fmt: skip
+    backends = build_backends(["planner", "grounder"], options)
+    try:
+        assert backends["planner"].adapter == "planner"  # type: ignore[attr-defined]
+        assert backends["grounder"].adapter == "grounder"  # type: ignore[attr-defined]
+        adapters = backends["planner"].info().details["adapters"]
+        assert set(adapters) == {"planner", "grounder"}
+    finally:
+        backends.close()
+    with pytest.raises(ValueError, match="unknown dtype"):
+        make_backend("openvino", str(tiny), dtype="int3")
