@@ -198,9 +198,10 @@ def test_env_error_and_invalid_action_limit():
     assert records[0].status == "invalid-action-limit"
 
 
-def test_registry_lists_the_seven_agents():
+def test_registry_lists_the_agents_and_the_counterfactuals():
     assert set(AGENTS.names()) == {
         "lumos-i", "lumos-o", "integrated", "react", "cot", "direct", "oracle",
+        "lumos-i+gold-plan", "lumos-i+gold-ground",
     }
     with pytest.raises(KeyError, match="Did you mean .*'lumos-i'"):
         make_agent("lumos-j")

@@ -73,7 +73,7 @@ def lora_dirs(tiny: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str,
         config = peft.LoraConfig(
             r=4, lora_alpha=8, target_modules=["q_proj", "v_proj", "down_proj"],
             init_lora_weights=False,
-        )  # fmt: skip
+        )
         folders[name] = tmp_path_factory.mktemp(f"lora-{name}")
         peft.get_peft_model(base, config).save_pretrained(folders[name])
     return folders
@@ -139,7 +139,7 @@ def test_each_adapter_is_merged_into_its_own_export(
     for name, folder in folders.items():
         assert (folder / MANIFEST).is_file()
         assert folder == export_folder(resolve_model(str(tiny)),
-                                       lora_dirs[name] if name else None)[0]  # fmt: skip
+                                       lora_dirs[name] if name else None)[0]
 
 
 def test_an_export_is_reused_and_keyed_by_the_adapter_checksum(
@@ -167,7 +167,7 @@ def test_an_export_is_reused_and_keyed_by_the_adapter_checksum(
 
 def test_chat_requests_errors_and_close(hf: HFBackend, ov: OpenVINOBackend) -> None:
     chat = GenerationRequest(messages=({"role": "user", "content": "the planner"},),
-                             max_new_tokens=6)  # fmt: skip
+                             max_new_tokens=6)
     too_long = greedy("x " * 200, 8)
     expected = hf.with_adapter("planner").generate([chat])
     got = ov.with_adapter("planner").generate([chat, too_long])
@@ -193,7 +193,7 @@ def test_the_factory_builds_it_with_views_per_role(
     options = ModelOptions(
         backend="openvino", model=str(tiny), options={"threads": 1},
         adapters={"planner": str(lora_dirs["planner"]), "grounder": str(lora_dirs["grounder"])},
-    )  # fmt: skip
+    )
     backends = build_backends(["planner", "grounder"], options)
     try:
         assert backends["planner"].adapter == "planner"  # type: ignore[attr-defined]

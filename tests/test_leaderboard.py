@@ -23,7 +23,10 @@ from lumos_gym.cli import main
 from lumos_gym.leaderboard.evaluate import ModelOptions, RunConfig, evaluate
 from lumos_gym.leaderboard.render import (
     LeaderboardError,
+    attach_reference,
+    diff_text,
     load_board,
+    render_comparison,
     render_csv,
     render_html,
     render_markdown,
@@ -33,6 +36,7 @@ from lumos_gym.leaderboard.render import (
     write_board,
 )
 from lumos_gym.leaderboard.results import read_results, summarize
+from lumos_gym.leaderboard.stats import MCNEMAR
 
 ENVS = ["GSM8K-v0", "SVAMP-v0"]
 LIMIT = 4
@@ -244,6 +248,75 @@ def test_png_chart(runs, tmp_path, monkeypatch):
     image = Image.open(tmp_path / "leaderboard.png").convert("RGB")
     colours = np.unique(np.asarray(image).reshape(-1, 3), axis=0)
     assert image.size[0] >= 600 and len(colours) > 20
+
+
+# ---------------------------------------------------------------------- paired differences
+def test_paired_differences_to_a_reference_row(runs, tmp_path, capsys):
+    board = load_board([runs / "oracle", runs / "direct"])
+    plain_md, plain_csv = render_markdown(board), render_csv(board)
+    assert "Paired differences" not in plain_md
+    paired = attach_reference(board, "top")  # the top-ranked row that is not a ceiling
+    assert paired.reference.name == "direct" and list(paired.comparisons) == ["oracle"]
+    direct, comparison = board.entries[0], paired.comparisons["oracle"]
+    for env_id in board.envs:
+        diff = comparison.envs[env_id]
+        rewards = [r["reward"] for r in direct.records[env_id]]
+        # the oracle's episodes (built privileged) pair with direct's by env, task and seed
+        assert diff.n == LIMIT and diff.diff == pytest.approx(1 - sum(rewards) / LIMIT)
+        assert diff.test == MCNEMAR and diff.discordant == (LIMIT - sum(rewards), 0)
+    md = render_markdown(board)
+    # the ranked table and the reported block stay as they were; the differences come between
+    measured, rest = plain_md.split("\n## Reported (Lumos paper)")
+    assert md.startswith(measured + "\n## Paired differences to `direct`")
+    assert md.endswith("## Reported (Lumos paper)" + rest)
+    suite_cell = diff_text(comparison.suite, mark=" \\*")
+    assert f"| ceiling | oracle | oracle | {suite_cell} |" in md
+    rows = list(csv.DictReader(io.StringIO(render_csv(board))))
+    differences = [r for r in rows if r["kind"] == "difference"]
+    assert [r["env"] for r in differences] == ["suite score", *board.envs]
+    assert {(r["run"], r["reference"], r["test"]) for r in differences[1:]} == {
+        ("oracle", "direct", MCNEMAR)}
+    assert float(differences[0]["mean"]) == pytest.approx(comparison.suite.diff)
+    assert differences[0]["excludes_zero"] == str(comparison.suite.excludes_zero)
+    assert all(r["reference"] == "" for r in rows if r["kind"] != "difference")
+    page = render_html(board, tmp_path / "site" / "board.html")[0].read_text()
+    assert '<table id="paired" class="sortable">' in page and "Paired differences to direct" in page
+    board.paired = None
+    assert render_csv(board) == plain_csv  # no reference, no new column
+    with pytest.raises(LeaderboardError, match="no run 'nope' on the board"):
+        attach_reference(board, "nope")
+    assert attach_reference(board, str(runs / "oracle")).reference.name == "oracle"
+    assert main(["leaderboard", str(runs), "--reference", "oracle"]) == 0
+    out = capsys.readouterr().out
+    assert "## Paired differences to `oracle`" in out and "| 1 | direct | direct | -" in out
+
+
+@pytest.mark.full
+def test_compare_prints_every_env_level_and_metric_of_two_runs(runs, tmp_path, capsys):
+    assert main(["leaderboard", "--compare", str(runs / "direct"), str(runs / "oracle")]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("# direct - oracle")
+    lines = [line for line in out.splitlines() if line.startswith("| ")][1:]  # below the header
+    assert [line.split(" | ")[0] for line in lines] == ["| suite score", "| GSM8K-v0",
+                                                         "| SVAMP-v0"]
+    assert all("mcnemar-exact" in line for line in lines[1:])
+    path = tmp_path / "c.csv"
+    assert main(["leaderboard", str(runs), "--compare", "oracle", "direct", "--format", "csv",
+                 "--out", str(path)]) == 0
+    rows = list(csv.DictReader(path.open()))
+    assert [r["env"] for r in rows] == ["suite score", *[f"lumos/{e}" for e in ENVS]]
+    assert all(float(r["diff"]) >= 0 for r in rows)  # the oracle minus direct
+    assert main(["leaderboard", str(runs), "--compare", "oracle", "direct",
+                 "--format", "html"]) == 2
+    assert "md or csv" in capsys.readouterr().err
+    # an env with levels: a row per level
+    for name in ("a", "b"):
+        evaluate(RunConfig("oracle", envs=["MathWord-v0"], progress=False, out=tmp_path / name,
+                           env_kwargs={"levels": [1, 2], "num_tasks": 1}))
+    board = load_board([tmp_path / "a", tmp_path / "b"])
+    text = render_comparison(board, str(tmp_path / "a"), str(tmp_path / "b"))
+    assert "| MathWord-v0 | level 1 | accuracy | 1 |" in text
+    assert "| MathWord-v0 | level 2 | accuracy | 1 |" in text
 
 
 # ------------------------------------------------------------------------------ validate

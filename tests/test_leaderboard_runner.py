@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections import Counter
 
 import gymnasium as gym
 import numpy as np
@@ -15,13 +16,14 @@ from lumos_gym.agents.base import AgentConfig
 from lumos_gym.cli import main
 from lumos_gym.errors import EvaluationError
 from lumos_gym.leaderboard.evaluate import ModelOptions, RunConfig, evaluate
-from lumos_gym.leaderboard.plan import parse_shard, shard_keys
+from lumos_gym.leaderboard.plan import parse_shard, plan_env, shard_keys, task_group
 from lumos_gym.leaderboard.provenance import _adapter_checksums
 from lumos_gym.leaderboard.results import (
     BOOTSTRAP_RESAMPLES,
     ResultsError,
     bootstrap_ci,
     comparable,
+    format_table,
     merge_results,
     read_results,
     summarize,
@@ -175,6 +177,78 @@ def test_metrics_per_task_type_with_intervals():
     assert score["se"] == pytest.approx(np.sqrt(sum(s * s for s in ses)) / len(ses))
     assert score["ci95"][0] <= score["mean"] <= score["ci95"][1]
     assert summarize(list(reversed(records))) == summary  # order-free: sorted by key first
+
+
+def test_levels_are_tabled_when_every_episode_has_one():
+    records = [_rec("lumos/MathWord-v0", f"m{n}", float(n % 2), group=f"level {n % 3 + 1}")
+               for n in range(6)]
+    summary = summarize(records)
+    groups = summary["envs"]["lumos/MathWord-v0"]["groups"]
+    assert list(groups) == ["level 1", "level 2", "level 3"]
+    # m0 and m3 are level 1: rewards 0 and 1
+    assert groups["level 1"]["episodes"] == 2 and groups["level 1"]["mean"] == 0.5
+    assert groups["level 1"]["ci95"] == bootstrap_ci([0.0, 1.0])
+    assert "  level 2" in format_table(summary)
+    # one record without a group: no table (a partial one would mislead); one group: none
+    assert "groups" not in summarize(records + [_rec("lumos/MathWord-v0", "m9", 1.0)])[
+        "envs"]["lumos/MathWord-v0"]
+    assert "groups" not in summarize(records[:1])["envs"]["lumos/MathWord-v0"]
+
+
+def test_task_group_prefers_level_then_family_then_subdomain():
+    assert task_group({"level": 2, "family": "bridge"}) == "level 2"
+    assert task_group({"family": "bridge", "kind": "x"}) == "bridge"
+    assert task_group({"subdomain": "Home", "website": "lumos-shop"}) == "Home"
+    assert task_group({}) == "all"
+
+
+def test_evaluate_records_each_episode_level(tmp_path):
+    levels = evaluate(RunConfig("oracle", envs=["MathWord-v0"], progress=False,
+                                env_kwargs={"levels": [1, 2], "num_tasks": 1}, out=tmp_path / "m"))
+    assert [r["group"] for r in levels.records] == ["level 1", "level 2"]
+    groups = _summary(tmp_path / "m")["envs"]["lumos/MathWord-v0"]["groups"]
+    assert {g: s["mean"] for g, s in groups.items()} == {"level 1": 1.0, "level 2": 1.0}
+    assert main(["leaderboard", "--validate", str(tmp_path / "m")]) == 0
+    # GSM8K has no levels: its records carry no group, its summary no table
+    plain = evaluate(RunConfig("oracle", envs=["GSM8K-v0"], limit=1, progress=False,
+                               out=tmp_path / "g"))
+    assert "group" not in plain.records[0]
+    assert "groups" not in _summary(tmp_path / "g")["envs"]["lumos/GSM8K-v0"]
+
+
+def test_the_comparison_suite_is_large_and_spans_the_levels():
+    suite = get_suite("compare")
+    sizes = {e.env_id: e.kwargs for e in suite.entries}
+    assert list(sizes) == ["lumos/MathWord-v0", "lumos/WorldQA-v0", "lumos/Scenes-v0",
+                           "lumos/WebShop-v0", "lumos/Mind2Web-v0", "lumos/TextWorld-v0",
+                           "lumos/ALFWorld-v0"]
+    assert all(kwargs.get("split", "test").startswith("test") for kwargs in sizes.values())
+    assert sizes["lumos/MathWord-v0"]["levels"] == [1, 2, 3, 4, 5]
+    assert sizes["lumos/MathWord-v0"]["num_tasks"] * 5 >= 200
+    assert sizes["lumos/WorldQA-v0"]["num_tasks"] * 4 >= 200  # four question families
+    assert sizes["lumos/Scenes-v0"]["num_tasks"] * 15 >= 200  # fifteen question kinds
+    assert sizes["lumos/WebShop-v0"]["num_tasks"] >= 200
+    assert sizes["lumos/Mind2Web-v0"]["num_tasks"] >= 100
+    assert sizes["lumos/TextWorld-v0"]["levels"] == [1, 2, 3, 4, 5]
+    assert sizes["lumos/TextWorld-v0"]["num_games"] * 5 >= 100
+    assert sizes["lumos/ALFWorld-v0"]["levels"] == [1, 2]
+    assert sizes["lumos/ALFWorld-v0"]["num_tasks"] * 6 * 2 >= 100  # six task types, two levels
+
+
+@pytest.mark.full
+def test_the_comparison_suite_plans_its_procedural_envs_by_level():
+    """The four fast envs of the comparison suite: 200+ episodes each, every level present."""
+    entries = {e.env_id: e for e in suite_entries(suite="compare")}
+    expected = {
+        "lumos/MathWord-v0": {f"level {n}": 40 for n in range(1, 6)},
+        "lumos/WorldQA-v0": {f: 50 for f in ("arithmetic", "bridge", "comparison", "yesno")},
+        "lumos/Scenes-v0": {"level 1": 154, "level 2": 56},
+        "lumos/WebShop-v0": {},
+    }
+    for env_id, groups in expected.items():
+        plan = plan_env(entries[env_id])
+        assert len(plan.specs) >= 200
+        assert Counter(plan.groups.values()) == groups
 
 
 def test_bootstrap_interval_is_deterministic_and_percentile():

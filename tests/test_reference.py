@@ -301,6 +301,13 @@ def test_reproduce_trains_every_agent_on_one_mixture_scores_and_ships(tmp_path, 
         assert report["scores"]["lumos-i"]["MathWord-v0"]["episodes"] == 2
         assert "MathWord-v0 / level 2" in report["scores"]["cot"]
         assert (out / "report.md").read_text().startswith(f"| split | episodes | {BASE_NAME}")
+        # the leakage check ran on the data build and the test tasks, and every row records it
+        leakage = json.loads((out / "leakage.json").read_text())
+        assert report["leakage"] == leakage and leakage["clean"] is True
+        assert leakage["envs"]["lumos/MathWord-v0"]["test_tasks"] == 2
+        assert "## Leakage check" in (out / "report.md").read_text()
+        run = json.loads((out / "results" / "cot" / "MathWord-v0" / "run.json").read_text())
+        assert run["leakage"] == leakage
         trained = (out / "models" / "cot" / "policy" / "adapter_model.safetensors").stat()
         again = reproduce_offline(out, **settings)  # finished steps are skipped
         assert again["scores"] == report["scores"]

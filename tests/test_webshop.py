@@ -624,3 +624,24 @@ def test_shop_session_is_a_real_http_browser(server, client):
     assert session.done and session.metrics()["reward"] == 0.0  # no goal: nothing to score
     session.close()
     session.close()
+
+
+def test_lexical_scores_do_not_depend_on_the_hash_seed():
+    import os
+    import subprocess
+    import sys
+
+    code = (
+        "from lumos_gym.tools.webshop import lexical_scores\n"
+        "q = 'soft cotton machine washable breathable lightweight navy shirt for men large'\n"
+        "texts = ['navy cotton shirt, breathable and soft', 'lightweight machine washable "
+        "shirt for men', 'large soft navy shirt, cotton, breathable, lightweight', "
+        "'men shirt washable cotton navy large soft']\n"
+        "print([float(x).hex() for x in lexical_scores(q, texts)])\n"
+    )
+    outputs = {
+        subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                       env={**os.environ, "PYTHONHASHSEED": str(seed)}).stdout
+        for seed in (1, 2, 3, 4)
+    }
+    assert len(outputs) == 1

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from lumos_gym.agents.base import AGENTS, Act, Agent, AgentConfig, Ask, StepOutcome
+from lumos_gym.agents.base import AGENTS, Act, Agent, AgentConfig, Ask, Note, StepOutcome
 
 for _name, _path in {
     "lumos-i": "lumos_gym.agents.lumos:LumosIterativeAgent",
@@ -17,6 +17,8 @@ for _name, _path in {
     "cot": "lumos_gym.agents.baselines:CoTAgent",
     "direct": "lumos_gym.agents.baselines:DirectAgent",
     "oracle": "lumos_gym.agents.oracle:OracleAgent",
+    "lumos-i+gold-plan": "lumos_gym.agents.counterfactual:GoldPlanAgent",
+    "lumos-i+gold-ground": "lumos_gym.agents.counterfactual:GoldGroundAgent",
 }.items():
     AGENTS.register(_name, _path)
 
@@ -33,4 +35,4 @@ def make_agent(name: str, config: AgentConfig | None = None, **settings: Any) ->
     return cls(config or AgentConfig(**settings))
 
 
-__all__ = ["AGENTS", "Act", "Agent", "AgentConfig", "Ask", "StepOutcome", "make_agent"]
+__all__ = ["AGENTS", "Act", "Agent", "AgentConfig", "Ask", "Note", "StepOutcome", "make_agent"]

@@ -5,7 +5,9 @@ An agent's :meth:`Agent.episode` is a generator. It yields
 * :class:`Ask` — "complete this request with the model playing role R" — and receives a
   :class:`~lumos_gym.models.base.Completion`;
 * :class:`Act` — "send this action text to the env" — and receives a :class:`StepOutcome`
-  (defined with the env step in :mod:`lumos_gym.envs.replay`, imported here).
+  (defined with the env step in :mod:`lumos_gym.envs.replay`, imported here);
+* :class:`Note` — "write this turn into the episode record" (a module output the agent took
+  from gold data instead of a model: the counterfactual agents) — and receives None.
 
 The runner drives many episodes at once and sends all pending asks for one model to its
 backend as one batch, so an agent never deals with batching, threads or servers.
@@ -38,7 +40,18 @@ class Act:
     action: str
 
 
-EpisodeLogic = Generator[Ask | Act, Completion | StepOutcome, None]
+@dataclass(frozen=True)
+class Note:
+    """A turn for the episode record that no model wrote.
+
+    E.g. ``{"role": "planner", "output": ..., "gold": True}`` for a gold subgoal that a
+    counterfactual agent used instead of asking its planner.
+    """
+
+    turn: Mapping[str, Any]
+
+
+EpisodeLogic = Generator[Ask | Act | Note, Completion | StepOutcome | None, None]
 
 
 @dataclass
@@ -77,6 +90,17 @@ class Agent(ABC):
     #: The model roles the agent asks, e.g. ``("planner", "grounder")`` or ``("policy",)``;
     #: empty for agents that need no model (the oracle).
     roles: ClassVar[tuple[str, ...]] = ("policy",)
+    #: For a counterfactual agent (one module of another agent replaced by gold data, e.g.
+    #: ``lumos-i+gold-plan``): the agent it stands in for, whose models it runs; its runs read
+    #: gold data, so they are never ranked.
+    counterfactual_of: ClassVar[str | None] = None
+    #: For a counterfactual agent: the role it replaces with gold data (``planner``,
+    #: ``grounder``).
+    replaces: ClassVar[str | None] = None
+    #: The run gives each episode the task's gold plan (``info["gold_plan"]``: subgoals and
+    #: their grounded actions, from the dataset's converter; see
+    #: :func:`lumos_gym.conversion.gold.gold_info`) without making the env privileged.
+    needs_gold_plan: ClassVar[bool] = False
 
     def __init__(self, config: AgentConfig | None = None) -> None:
         self.config = config or AgentConfig()

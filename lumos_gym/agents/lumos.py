@@ -17,15 +17,17 @@ final answer is the value of ``Output`` or of the highest-numbered ``R<n>``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Generator, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from lumos_gym import prompts
 from lumos_gym.actions import last_variable, parse_actions
-from lumos_gym.agents.base import Act, Agent, Ask, EpisodeLogic, StepOutcome
+from lumos_gym.agents.base import Act, Agent, Ask, EpisodeLogic, Note, StepOutcome
 from lumos_gym.envs.registration import fill_from_families
 from lumos_gym.envs.tasks import ENV_ENDED_TYPES
 from lumos_gym.errors import ActionParseError
+from lumos_gym.models.base import Completion
 from lumos_gym.tools.base import ToolSpec
 
 #: Subgoals (plan + ground rounds) per task type, from the env families' records
@@ -182,6 +184,31 @@ class LumosAgent(Agent):
         yield Act(closing_action(info, outcome))
 
 
+@dataclass
+class IterativeState:
+    """One Lumos-I episode in progress, as the hooks of :class:`LumosIterativeAgent` see it.
+
+    Attributes:
+        info: the ``info`` of ``reset`` (with the run's ``agent_info``).
+        plan: the planner conversation so far.
+        ground: the grounder conversation so far.
+        outcome: the env's answer to the last step, or None before the first.
+        memo: what a subclass keeps for the episode (the agent object is shared by the
+            episodes in flight, so per-episode state lives here).
+    """
+
+    info: Mapping[str, Any]
+    plan: list[dict[str, str]]
+    ground: list[dict[str, str]] = field(default_factory=list)
+    outcome: StepOutcome | None = None
+    memo: dict[str, Any] = field(default_factory=dict)
+
+
+#: What a module hook of :class:`LumosIterativeAgent` is: it may ask a model or write a note,
+#: and returns the module's answer.
+ModuleLogic = Generator[Ask | Note, Completion | None, str]
+
+
 class LumosIterativeAgent(LumosAgent):
     """Lumos-I: plan a subgoal, ground it, execute it, feed the result back; repeat."""
 
@@ -193,36 +220,51 @@ class LumosIterativeAgent(LumosAgent):
         specs = tool_specs(info)
         domain = prompts.lumos_domain(s.name for s in specs)
         with_results = domain == "complex_qa" or (domain is None and task_type == "qa")
-        plan: list[dict[str, str]] = [
-            {"role": "user", "content": prompts.plan_first_turn(observation)}
-        ]
-        ground: list[dict[str, str]] = []
+        state = IterativeState(info, [{"role": "user",
+                                       "content": prompts.plan_first_turn(observation)}])
         results: list[str] = []
-        outcome: StepOutcome | None = None
-        for index in range(1, self.rounds(task_type) + 1):
-            planned = yield self.module("planner", plan)
-            output = planned.text.strip()
+        for index in range(1, self.round_limit(task_type, state) + 1):
+            output = yield from self.next_subgoal(index, state)
             if not output or prompts.is_stop(output):
                 break
             subgoal = prompts.subgoal_of(output)
-            plan.append({"role": "assistant", "content": output})
-            ground.append({"role": "user", "content": prompts.ground_turn(
+            state.plan.append({"role": "assistant", "content": output})
+            state.ground.append({"role": "user", "content": prompts.ground_turn(
                 subgoal, first=index == 1, task=observation, specs=specs,
                 earlier_results=[prompts.result_as_written(r) for r in results],
                 with_results=with_results,
             )})
-            grounded = yield self.module("grounder", ground)
-            actions = grounded.text.strip()
-            ground.append({"role": "assistant", "content": actions})
-            outcome = yield Act(actions)
+            actions = yield from self.ground_subgoal(index, subgoal, state)
+            state.ground.append({"role": "assistant", "content": actions})
+            outcome = state.outcome = yield Act(actions)
             if outcome.terminated or has_error(outcome):
                 break
             result = last_result(actions, outcome)
             results.append(result)
             feedback = subgoal_feedback(index, subgoal, actions, outcome, task_type=task_type,
                                         domain=domain)
-            plan.append({"role": "user", "content": feedback})
-        yield from self.finish(info, outcome)
+            state.plan.append({"role": "user", "content": feedback})
+        yield from self.finish(info, state.outcome)
+
+    def round_limit(self, task_type: str, state: IterativeState) -> int:
+        """Return the most subgoals of this episode (:meth:`rounds` of its task type)."""
+        del state
+        return self.rounds(task_type)
+
+    def next_subgoal(self, index: int, state: IterativeState) -> ModuleLogic:
+        """The planning module: return the planner's answer for subgoal ``index``."""
+        del index
+        planned = yield self.module("planner", state.plan)
+        return planned.text.strip()
+
+    def ground_subgoal(self, index: int, subgoal: str, state: IterativeState) -> ModuleLogic:
+        """The grounding module: return the actions of ``subgoal``.
+
+        The grounder's user turn for it is the last of ``state.ground``.
+        """
+        del index, subgoal
+        grounded = yield self.module("grounder", state.ground)
+        return grounded.text.strip()
 
 
 class LumosOnetimeAgent(LumosAgent):

@@ -19,7 +19,7 @@ from typing import Any
 
 import gymnasium as gym
 
-from lumos_gym.agents.base import Act, Agent, Ask, EpisodeLogic, StepOutcome
+from lumos_gym.agents.base import Act, Agent, Ask, EpisodeLogic, Note, StepOutcome
 from lumos_gym.envs.base import observation_text
 from lumos_gym.envs.replay import step_env
 from lumos_gym.models.base import Backend, Completion
@@ -38,12 +38,18 @@ STATUSES = (
 
 @dataclass(frozen=True)
 class EpisodeSpec:
-    """One episode to run: an env (id and constructor arguments), a task and a seed."""
+    """One episode to run: an env (id and constructor arguments), a task and a seed.
+
+    ``agent_info`` is added to the ``info`` of ``reset`` that the agent gets (never to the
+    env): gold data for agents that read it (``gold_plan`` for the counterfactual agents),
+    given by the run's plan; empty for every other agent.
+    """
 
     env_id: str
     task_id: str
     env_kwargs: Mapping[str, Any] = field(default_factory=dict)
     seed: int = 0
+    agent_info: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -222,6 +228,8 @@ class Runner:
             record.status, record.reason = "env-error", _error_text(e)
             return _Running(spec, None, None, record, started, done=True)
         record.task = observation
+        if spec.agent_info:
+            info = {**info, **spec.agent_info}
         logic = self.agent.episode(observation, info)
         episode = _Running(spec, env, logic, record, started)
         self._advance(episode, None)
@@ -271,7 +279,7 @@ class Runner:
         self._advance(episode, completion)
 
     def _advance(self, episode: _Running, value: Completion | StepOutcome | None) -> None:
-        """Run the episode logic until it asks a model or ends; env steps run inline."""
+        """Run the episode logic until it asks a model or ends; env steps and notes run inline."""
         while True:
             try:
                 item = episode.logic.send(value) if value is not None else next(episode.logic)
@@ -287,6 +295,10 @@ class Runner:
                 else:
                     episode.pending = item
                 return
+            if isinstance(item, Note):
+                episode.record.turns.append(dict(item.turn))
+                value = None
+                continue
             if not isinstance(item, Act):
                 self._end(episode, "agent-error", f"agent yielded {type(item).__name__}")
                 return

@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from lumos_gym import __version__
 from lumos_gym.cli import (
     agents,
+    attribute,
     convert,
     data,
     envs,
@@ -40,6 +41,7 @@ VERBS: tuple[Callable[[argparse._SubParsersAction], None], ...] = (
     train.add_train,
     leaderboard.add_merge,
     leaderboard.add_leaderboard,
+    attribute.add_attribute,
     reproduce.add_reproduce,
 )
 

@@ -1,28 +1,43 @@
-"""``lumos-gym data``: build the offline splits, download official files, or show their status."""
+"""``lumos-gym data``: build the offline splits, get official files, check leakage."""
 
 from __future__ import annotations
 
 import argparse
 
 from lumos_gym.cli.args import positive_int
+from lumos_gym.conversion.leakage import check_leakage, eval_tasks, read_training
 from lumos_gym.conversion.pipeline import build_offline_data
 from lumos_gym.envs import datasets as data
+from lumos_gym.jsonl import write_json_atomic
+from lumos_gym.leaderboard.suites import suite_entries
 
 
 def add_data(sub: argparse._SubParsersAction) -> None:
     """Add the ``data`` verb."""
     p = sub.add_parser(
-        "data", help="build the offline splits, download official files, or show their status"
+        "data", help="build the offline splits, download official files, show their status, "
+        "or check training data against test tasks for leakage",
+        description="build: the offline splits. download / status: the official files. "
+        "leakage: compare training data (--train: a data build folder, a folder of .jsonl "
+        "files or files) with a suite's test tasks (task texts, task ids, and the entities of "
+        "the generated worlds); exits 1 when they share a task or an entity.",
     )
-    p.add_argument("action", choices=["build", "download", "status"])
+    p.add_argument("action", choices=["build", "download", "status", "leakage"])
     p.add_argument("name", nargs="?", default="all",
                    help="a dataset name (gsm8k, svamp, asdiv...) or 'all' (download, status)")
     p.add_argument("--out", default="data", help="build: the output folder")
-    p.add_argument("--num-tasks", type=positive_int, default=200,
+    p.add_argument("--num-tasks", type=positive_int, default=None,
                    help="build: procedural tasks per difficulty level (default 200: the games "
-                   "take minutes to generate; 1 for a quick try)")
+                   "take minutes to generate; 1 for a quick try); leakage: the size of a data "
+                   "build without splits.json")
     p.add_argument("--split", action="append", default=[], help="only this split, repeatable")
     p.add_argument("--force", action="store_true", help="download again")
+    p.add_argument("--train", action="append", default=[], metavar="PATH",
+                   help="leakage: training data (repeatable; default: the --out folder)")
+    p.add_argument("--suite", default="compare",
+                   help="leakage: the suite whose test tasks are checked (default compare)")
+    p.add_argument("--json", default=None, metavar="FILE",
+                   help="leakage: also write the report as JSON")
     p.set_defaults(func=cmd_data)
 
 
@@ -30,6 +45,8 @@ def cmd_data(args: argparse.Namespace) -> int:
     """Download official dataset files or show where they go."""
     if args.action == "build":
         return _build(args)
+    if args.action == "leakage":
+        return _leakage(args)
     names = data.DATASETS.names() if args.name == "all" else [args.name]
     if args.action == "download":
         return _download(args, names)
@@ -38,10 +55,22 @@ def cmd_data(args: argparse.Namespace) -> int:
 
 def _build(args: argparse.Namespace) -> int:
     """Build the offline splits into ``--out``."""
-    for line in build_offline_data(args.out, num_tasks=args.num_tasks):
+    for line in build_offline_data(args.out, num_tasks=args.num_tasks or 200):
         print(line)
     print("official files (not fetched): see `lumos-gym data status all`")
     return 0
+
+
+def _leakage(args: argparse.Namespace) -> int:
+    """Check the training data against the suite's test tasks; exit 1 on any overlap."""
+    training = read_training(args.train or [args.out], num_tasks=args.num_tasks)
+    tests = eval_tasks(suite_entries(suite=args.suite))
+    report = check_leakage(training, tests, log=print)
+    print(report.format())
+    if args.json:
+        write_json_atomic(args.json, {"suite": args.suite, **report.to_dict()})
+        print(f"report: {args.json}")
+    return 0 if report.clean else 1
 
 
 def _download(args: argparse.Namespace, names: list[str]) -> int:

@@ -9,7 +9,13 @@ from pathlib import Path
 
 from lumos_gym.envs import load_plugins
 from lumos_gym.errors import LumosGymError
-from lumos_gym.leaderboard.render import load_board, validate, write_board
+from lumos_gym.leaderboard.render import (
+    attach_reference,
+    load_board,
+    render_comparison,
+    validate,
+    write_board,
+)
 from lumos_gym.leaderboard.results import format_table, merge_results
 from lumos_gym.leaderboard.suites import Suite, get_suite, load_suites
 from lumos_gym.text import table
@@ -130,9 +136,13 @@ def add_leaderboard(sub: argparse._SubParsersAction) -> None:
         "with the same agent configuration form one run. --validate checks submissions "
         "instead: files present and readable, version, every planned episode once, the summary "
         "recomputed from the episodes, provenance; it prints one line per problem and exits 2 "
-        "when there is any.",
+        "when there is any. --reference RUN adds each row's paired difference to RUN (per env "
+        "and for the suite, paired bootstrap interval, McNemar or sign-flip test); --compare A "
+        "B prints the full paired table of two runs.",
     )
-    p.add_argument("results", nargs="+", metavar="RESULTS", help="results folders")
+    p.add_argument("results", nargs="*", metavar="RESULTS",
+                   help="results folders (with --compare, may be left out when A and B are "
+                   "folders)")
     p.add_argument("--format", default="md", choices=["md", "html", "csv", "png"],
                    help="md (default), html (+ trajectory pages), csv, or png (needs the "
                    "leaderboard extra: matplotlib)")
@@ -143,22 +153,53 @@ def add_leaderboard(sub: argparse._SubParsersAction) -> None:
                    help="columns: this suite's envs; with --validate: the suite the runs must be")
     p.add_argument("--validate", action="store_true",
                    help="check the results folders instead of rendering them")
+    p.add_argument("--reference", default=None, metavar="RUN",
+                   help="also show each row's paired difference to this run (a run name, a "
+                   "results folder, or 'top': the top-ranked run that is not a ceiling), with "
+                   "paired bootstrap intervals and paired tests, per env and for the suite")
+    p.add_argument("--compare", nargs=2, default=None, metavar=("A", "B"),
+                   help="print the full paired comparison of two runs (A minus B: suite, each "
+                   "env, level and metric) instead of the board; md (default) or csv")
     p.set_defaults(func=cmd_leaderboard)
 
 
 def cmd_leaderboard(args: argparse.Namespace) -> int:
     """Rank results folders and render the table, or validate submitted results folders."""
     if args.validate:
+        if not args.results:
+            raise LumosGymError("--validate needs the results folders to check")
         return _validate(args)
+    if args.compare:
+        return _compare(args)
+    if not args.results:
+        raise LumosGymError("name the results folders to rank")
     board = load_board(args.results, suite=args.suite)
     for message in board.warnings:
         print(f"lumos-gym leaderboard: warning: {message}", file=sys.stderr)
+    if args.reference is not None:
+        attach_reference(board, args.reference)
     written = write_board(board, args.format, args.out)
     if isinstance(written, str):
         print(written, end="")
     else:
         extra = f" and {len(written) - 1} trajectory pages" if len(written) > 1 else ""
         print(f"leaderboard: {written[0]}{extra} ({len(board.entries)} runs)")
+    return 0
+
+
+def _compare(args: argparse.Namespace) -> int:
+    """Print (or write to ``--out``) the paired comparison of the two runs of ``--compare``."""
+    board = load_board(args.results or args.compare, suite=args.suite)
+    for message in board.warnings:
+        print(f"lumos-gym leaderboard: warning: {message}", file=sys.stderr)
+    text = render_comparison(board, *args.compare, fmt=args.format)
+    if args.out is None:
+        print(text, end="")
+        return 0
+    path = Path(args.out)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    print(f"comparison: {path}")
     return 0
 
 

@@ -34,6 +34,7 @@ from lumos_gym.conversion.verify import verify_annotations
 from lumos_gym.envs.families import OfflineSplit
 from lumos_gym.envs.registration import fill_from_families, resolve_env_id
 from lumos_gym.errors import LumosGymError
+from lumos_gym.jsonl import write_json_atomic
 from lumos_gym.models.caching import CachingBackend
 from lumos_gym.models.factory import backend_from_spec
 
@@ -255,8 +256,9 @@ def build_offline_data(out: str | Path, *, num_tasks: int = 200) -> list[str]:
 
     ``train`` splits become verified annotations (``annotations/``) and training records in
     every export format (``train/<format>.jsonl``); ``test`` splits become task lists
-    (``test/<name>.jsonl``). Official files are not fetched: ``lumos-gym data status all`` says
-    where each goes.
+    (``test/<name>.jsonl``); ``splits.json`` lists every split with the env arguments it was
+    built with (:mod:`lumos_gym.conversion.leakage` rebuilds the train splits from it). Official
+    files are not fetched: ``lumos-gym data status all`` says where each goes.
 
     Args:
         out: the folder.
@@ -269,12 +271,7 @@ def build_offline_data(out: str | Path, *, num_tasks: int = 200) -> list[str]:
     lines: list[str] = []
     annotation_files: list[Path] = []
     for split in OFFLINE_SPLITS:
-        kwargs = dict(split.kwargs)
-        if split.takes_num_tasks:
-            kwargs["num_tasks"] = num_tasks
-        else:
-            for key in {"num_tasks", "num_games"} & kwargs.keys():
-                kwargs[key] = max(1, int(kwargs[key]) * num_tasks // 200)
+        kwargs = split_kwargs(split, num_tasks)
         if split.role == "train":
             target = out / "annotations" / f"{split.name}.jsonl"
             summary = convert_env(split.env_id, out=target, env_kwargs=kwargs)
@@ -291,12 +288,39 @@ def build_offline_data(out: str | Path, *, num_tasks: int = 200) -> list[str]:
     # the QA tool's own model learns from the QA calls of the verified WorldQA plans
     target = out / "train" / "qa-tool.jsonl"
     lines.append(f"{target}: {write_qa_tool_records(annotation_files, target)} records")
+    manifest = {"num_tasks": num_tasks, "splits": [
+        {"name": s.name, "env_id": s.env_id, "kwargs": split_kwargs(s, num_tasks), "role": s.role}
+        for s in OFFLINE_SPLITS
+    ]}
+    write_json_atomic(out / SPLITS_FILE, manifest)
+    lines.append(f"{out / SPLITS_FILE}: the {len(OFFLINE_SPLITS)} splits and their env arguments")
     return lines
+
+
+#: The file of a data build that lists its splits with their env arguments.
+SPLITS_FILE = "splits.json"
+
+
+def split_kwargs(split: OfflineSplit, num_tasks: int = 200) -> dict[str, Any]:
+    """Return the env arguments ``data build --num-tasks num_tasks`` builds ``split`` with.
+
+    The ``num_tasks`` of a split that ``takes_num_tasks``; the ``num_tasks`` and
+    ``num_games`` of the others scaled by ``num_tasks / 200`` (at least 1).
+    """
+    kwargs = dict(split.kwargs)
+    if split.takes_num_tasks:
+        kwargs["num_tasks"] = num_tasks
+    else:
+        for key in {"num_tasks", "num_games"} & kwargs.keys():
+            kwargs[key] = max(1, int(kwargs[key]) * num_tasks // 200)
+    return kwargs
 
 
 __all__ = [
     "OFFLINE_SPLITS",
     "OfflineSplit",
+    "SPLITS_FILE",
+    "split_kwargs",
     "build_offline_data",
     "ConvertSummary",
     "ExportSummary",

@@ -28,11 +28,12 @@ def agent_backends(
     """The backends of ``agent``'s roles (none for an agent without roles).
 
     ``backends`` as given, else built from ``options``, with the agent's reference adapters
-    when no model is named.
+    when no model is named (a counterfactual agent's are those of the agent it stands in for).
     """
     built = BackendSet()
     if backends is not None:
         built.update(backends)
     elif agent.roles:
-        built = build_backends(agent.roles, with_reference(agent.name, options))
+        reference = getattr(agent, "counterfactual_of", None) or agent.name
+        built = build_backends(agent.roles, with_reference(reference, options))
     return built

@@ -80,6 +80,8 @@ class RunConfig:
         keep_prompts: store every prompt in the episode records.
         progress: show a progress bar.
         argv: the command line, recorded for provenance.
+        provenance: more entries for ``run.json`` (and the summary's provenance), e.g. the
+            leakage check of ``lumos-gym reproduce``; never part of the fingerprint.
 
     Raises:
         EvaluationError: ``workers`` or ``worker_gpus`` without ``ray``; a ``limit`` or
@@ -107,6 +109,7 @@ class RunConfig:
     keep_prompts: bool = False
     progress: bool = True
     argv: Sequence[str] | None = None
+    provenance: Mapping[str, Any] | None = None
 
     def __post_init__(self) -> None:
         if self.ray in (None, False) and (self.workers is not None or self.worker_gpus):
@@ -153,7 +156,8 @@ def evaluate(config: RunConfig) -> EvaluationResult:
     entries = suite_entries(envs=config.envs, suite=config.suite, limit=config.limit,
                             env_kwargs=config.env_kwargs)
     privileged = bool(getattr(agent, "needs_privileged_info", False))
-    plan = plan_episodes(entries, seed=config.seed, privileged=privileged, shard=shard)
+    plan = plan_episodes(entries, seed=config.seed, privileged=privileged, shard=shard,
+                         gold_plans=bool(getattr(agent, "needs_gold_plan", False)))
     out_dir = Path(config.out) if config.out is not None else Path("results") / agent.name
     results = ResultsFile(out_dir / "episodes.jsonl")
     if results.done:
@@ -161,11 +165,12 @@ def evaluate(config: RunConfig) -> EvaluationResult:
     todo = [plan.by_key[k] for k in plan.selected if k not in results.done]
     resumed = len(plan.selected) - len(todo)
     with contextlib.closing(results), _Executor(agent, config, len(todo)) as executor:
-        run = _start_run(out_dir, executor, chosen, plan)
+        run = _start_run(out_dir, executor, chosen, plan, config.provenance)
         if resumed:
             print(f"resuming: {resumed} of {len(plan.selected)} episodes already in "
                   f"{results.path}")
-        executor.run(todo, _recorder(results, plan.kinds()), progress=config.progress)
+        executor.run(todo, _recorder(results, plan.kinds(), plan.groups()),
+                     progress=config.progress)
     records = [results.done[k] for k in plan.selected if k in results.done]
     summary = summarize(records)
     summary["provenance"] = provenance_for_summary(run)
@@ -245,11 +250,16 @@ class _Executor:
 
 
 def _start_run(
-    out_dir: Path, executor: _Executor, chosen: Suite | None, plan: EpisodePlan
+    out_dir: Path, executor: _Executor, chosen: Suite | None, plan: EpisodePlan,
+    extra: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Check that ``out_dir`` may take this run, write its ``run.json``, and return it."""
+    """Check that ``out_dir`` may take this run, write its ``run.json``, and return it.
+
+    ``extra`` entries (the run config's ``provenance``) are added to ``run.json`` first, so
+    they never replace what the run itself records.
+    """
     check_resumable(out_dir, executor.fingerprint, plan.shard)
-    run = executor.provenance
+    run = {**dict(extra or {}), **executor.provenance}
     run["suite"] = (
         {"name": chosen.name, "file": chosen.path, "sha256": chosen.sha256} if chosen else None
     )
@@ -262,14 +272,23 @@ def _start_run(
 
 
 def _recorder(
-    results: ResultsFile, kinds: Mapping[str, tuple[Any, Any]]
+    results: ResultsFile, kinds: Mapping[str, tuple[Any, Any]],
+    groups: Mapping[str, Mapping[str, str]] | None = None,
 ) -> Callable[[EpisodeRecord], None]:
-    """Return the callback that appends each finished episode to ``results``, with its key."""
+    """Return the callback that appends each finished episode to ``results``, with its key.
+
+    Episodes of an env whose tasks have levels or families (``groups``: env id → task id →
+    group) also get their task's ``group``, which the summary tables by.
+    """
 
     def on_record(record: EpisodeRecord) -> None:
         key = episode_key(record.env_id, record.env_kwargs, record.task_id, record.seed)
         task_type, primary = kinds.get(record.env_id, (None, None))
-        results.append({"key": key, **record.to_dict(), "task_type": task_type,
-                        "primary_metric": primary})
+        row = {"key": key, **record.to_dict(), "task_type": task_type,
+               "primary_metric": primary}
+        group = (groups or {}).get(record.env_id, {}).get(record.task_id)
+        if group is not None:
+            row["group"] = group
+        results.append(row)
 
     return on_record

@@ -10,35 +10,68 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import gymnasium as gym
 
 from lumos_gym.agents.runner import EpisodeSpec
+from lumos_gym.conversion.gold import gold_info
 from lumos_gym.envs.registration import make_env
 from lumos_gym.errors import EvaluationError, LumosGymError
 from lumos_gym.leaderboard.provenance import data_provenance
 from lumos_gym.leaderboard.results import ResultsError, episode_key, keys_sha256
 from lumos_gym.leaderboard.suites import SuiteEntry
 
+#: The task meta keys that name a task's group when it has no level, in order of preference.
+GROUP_KEYS = ("family", "task_type", "kind", "subdomain")
+
+
+def task_group(meta: Mapping[str, Any]) -> str:
+    """The difficulty level of a task (``"level 2"``), else its family or type, else ``"all"``.
+
+    Results tables give each env a row per group (``summary.json``'s ``groups``, the
+    reproduce report), read from the task's ``meta``: ``level``, else the first of
+    :data:`GROUP_KEYS` it has.
+    """
+    if "level" in meta:
+        return f"level {meta['level']}"
+    for key in GROUP_KEYS:
+        if key in meta:
+            return str(meta[key])
+    return "all"
+
 
 @dataclass
 class EnvPlan:
-    """The episodes of one env and its provenance."""
+    """The episodes of one env, its provenance and the group of each task.
+
+    Attributes:
+        entry: the suite entry.
+        specs: its episodes.
+        provenance: what ``run.json`` records of the env.
+        groups: task id → :func:`task_group`; empty when every task's group is ``all``.
+    """
 
     entry: SuiteEntry
     specs: list[EpisodeSpec]
     provenance: dict[str, Any]
+    groups: dict[str, str] = field(default_factory=dict)
 
 
-def plan_env(entry: SuiteEntry, *, seed: int | None = None, privileged: bool = False) -> EnvPlan:
+def plan_env(
+    entry: SuiteEntry, *, seed: int | None = None, privileged: bool = False,
+    gold_plans: bool = False,
+) -> EnvPlan:
     """Build the env of ``entry`` once: its episodes (tasks × seeds) and its provenance.
 
     Args:
         entry: the env, its arguments, tasks, step limit and seeds.
         seed: one seed for every episode, overriding the entry's seeds.
         privileged: build the envs with their ``replay_options`` (the oracle agent).
+        gold_plans: give each episode its task's gold plan (``agent_info``, from
+            :func:`lumos_gym.conversion.gold.gold_info`) for the counterfactual agents; the
+            env's arguments, and so the episode keys, stay those of an ordinary run.
     """
     kwargs = dict(entry.kwargs)
     if entry.max_steps is not None:
@@ -49,9 +82,14 @@ def plan_env(entry: SuiteEntry, *, seed: int | None = None, privileged: bool = F
         available = unwrapped.task_ids()
         replay_options = dict(getattr(unwrapped, "replay_options", {}))
         provenance = _env_provenance(entry, env, kwargs, len(available))
+        groups = {t.id: task_group(t.meta or {}) for t in getattr(unwrapped, "tasks", ())}
     finally:
         env.close()
     task_ids = _task_ids(entry, available)
+    golds = _gold_infos(unwrapped, task_ids) if gold_plans else {}
+    groups = {t: groups.get(t, "all") for t in task_ids}
+    if all(g == "all" for g in groups.values()):
+        groups = {}
     seeds = [seed] if seed is not None else list(entry.seeds or (0,))
     if privileged:
         # an agent that reads gold trajectories replays them as the env's checks do
@@ -63,9 +101,19 @@ def plan_env(entry: SuiteEntry, *, seed: int | None = None, privileged: bool = F
                 "LumosEnv.__init__ (docs/adding-an-env.md)"
             )
         kwargs.update({"privileged": True, **replay_options})
-    specs = [EpisodeSpec(entry.env_id, t, kwargs, s) for t in task_ids for s in seeds]
+    specs = [EpisodeSpec(entry.env_id, t, kwargs, s, golds.get(t, {}))
+             for t in task_ids for s in seeds]
     provenance.update({"task_ids": task_ids, "seeds": seeds})
-    return EnvPlan(entry, specs, provenance)
+    return EnvPlan(entry, specs, provenance, groups)
+
+
+def _gold_infos(unwrapped: Any, task_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """Task id → the gold plan of each of ``task_ids`` (tasks of the built env ``unwrapped``)."""
+    tasks = {task.id: task for task in getattr(unwrapped, "tasks", ())}
+    dataset = getattr(unwrapped, "dataset", None)
+    return {t: gold_info(tasks[t], dataset) if t in tasks else
+            {"gold_plan": None, "gold_plan_error": f"{t} is not among the env's tasks"}
+            for t in task_ids}
 
 
 def _env_provenance(
@@ -172,6 +220,10 @@ class EpisodePlan:
         return {p.entry.env_id: (p.provenance["task_type"], p.provenance["primary_metric"])
                 for p in self.envs}
 
+    def groups(self) -> dict[str, dict[str, str]]:
+        """Return env id → task id → group, for the envs whose tasks have levels or families."""
+        return {p.entry.env_id: p.groups for p in self.envs if p.groups}
+
     def describe(self) -> dict[str, Any]:
         """Return the plan as ``run.json`` records it (the identity of a run and its shard)."""
         return {
@@ -182,7 +234,7 @@ class EpisodePlan:
 
 def plan_episodes(
     entries: Iterable[SuiteEntry], *, seed: int | None = None, privileged: bool = False,
-    shard: tuple[int, int] | None = None,
+    shard: tuple[int, int] | None = None, gold_plans: bool = False,
 ) -> EpisodePlan:
     """Plan every entry's env (see :func:`plan_env`) and select the episodes of ``shard``.
 
@@ -193,7 +245,8 @@ def plan_episodes(
     plans, failed = [], []
     for entry in entries:
         try:
-            plans.append(plan_env(entry, seed=seed, privileged=privileged))
+            plans.append(plan_env(entry, seed=seed, privileged=privileged,
+                                  gold_plans=gold_plans))
         except LumosGymError as e:
             failed.append(str(e))
     if len(failed) == 1:

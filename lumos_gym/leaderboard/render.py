@@ -20,6 +20,12 @@ Formats: a GitHub-flavoured Markdown table, a tidy CSV (one row per run and env)
 page (sortable, filterable, self-contained, with a trajectory viewer page per run and env beside
 it) and a PNG bar chart with the intervals as error bars (the ``leaderboard`` extra:
 matplotlib). :func:`validate` checks a submission folder.
+
+Paired differences: :func:`attach_reference` compares every row with a reference row episode by
+episode (:mod:`lumos_gym.leaderboard.stats`), and the md, csv and html outputs then add each
+row's difference per env and for the suite score, with its paired interval and test; without a
+reference they are as before. :func:`render_comparison` writes the full paired table of two
+rows (``--compare A B``).
 """
 
 from __future__ import annotations
@@ -40,6 +46,14 @@ from urllib.parse import quote
 from lumos_gym import __version__
 from lumos_gym.agents import AGENTS
 from lumos_gym.errors import EvaluationError, LumosGymError
+from lumos_gym.leaderboard.attribution import (
+    ATTRIBUTION_NOTE,
+    TABLE_HEADERS,
+    Attribution,
+    board_attributions,
+    counterfactual_kind,
+    table_rows,
+)
 from lumos_gym.leaderboard.plan import plan_env, spec_key
 from lumos_gym.leaderboard.results import (
     SCORE_RULE,
@@ -47,11 +61,14 @@ from lumos_gym.leaderboard.results import (
     ResultsError,
     comparable,
     differences,
+    env_kind,
     keys_sha256,
+    metrics_for,
     read_results,
     suite_mean_se,
     summarize,
 )
+from lumos_gym.leaderboard.stats import Comparison, PairedDiff, compare_records
 from lumos_gym.leaderboard.suites import get_suite, suite_entries
 
 #: The output formats.
@@ -78,7 +95,9 @@ _IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".gif", ".webp")
 #: What a ``ceiling`` row is, written under every table.
 CEILING_NOTE = (
     "Rows marked ceiling are agents that read the gold answers (the oracle replays each task's "
-    "gold actions): what the env lets a perfect agent score; never ranked."
+    "gold actions): what the env lets a perfect agent score; never ranked. Rows marked "
+    "counterfactual replace one module of an agent with gold data (the gold plan, or gold "
+    "grounding): they attribute the agent's failures to its modules and are never ranked either."
 )
 
 
@@ -216,13 +235,13 @@ class Entry:
 
     @property
     def ceiling(self) -> bool:
-        """Whether the agent reads the gold answers (the oracle): a ceiling row, never ranked."""
-        return _reads_gold(self.agent)
+        """Whether the agent reads gold data (the oracle, a counterfactual): never ranked."""
+        return _gold_kind(self.agent) is not None
 
     @property
     def rank_text(self) -> str:
-        """The rank as shown: its number, or ``ceiling``."""
-        return "ceiling" if self.ceiling else str(self.rank)
+        """The rank as shown: its number, ``ceiling`` or ``counterfactual``."""
+        return _gold_kind(self.agent) or str(self.rank)
 
     @property
     def run(self) -> dict[str, Any]:
@@ -280,6 +299,10 @@ class Board:
     reported: Reported
     warnings: list[str] = field(default_factory=list)
     suite: str | None = None
+    #: module attributions of the runs that have counterfactual runs on the board
+    attributions: list[Attribution] = field(default_factory=list)
+    #: each row's paired differences to a reference row (``--reference``), or None
+    paired: Paired | None = None
 
     def metric_of(self, env_id: str) -> str:
         """Return the primary metric's name of an env column."""
@@ -366,6 +389,17 @@ def _reads_gold(agent: str) -> bool:
         return False
 
 
+def _gold_kind(agent: str) -> str | None:
+    """Return how a row reads gold data: ``ceiling``, ``counterfactual`` or None (ranked).
+
+    ``ceiling``: it reads the gold answers (the oracle); ``counterfactual``: one module of
+    another agent is replaced by gold data.
+    """
+    if _reads_gold(agent):
+        return "ceiling"
+    return "counterfactual" if counterfactual_kind(agent) is not None else None
+
+
 def _unique_names(groups: Sequence[list[ResultsDir]]) -> list[str]:
     """Name each run after the folder its results share; clashing names get their paths."""
     homes = []
@@ -444,7 +478,26 @@ def load_board(paths: Sequence[str | Path], *, suite: str | None = None) -> Boar
         entry.rank = 0 if entry.ceiling else n
     reported = reported_numbers()
     reported.matches = _match_datasets(reported, entries)
-    return Board(entries, envs, reported, warnings, suite)
+    board = Board(entries, envs, reported, warnings, suite)
+    _attach_attributions(board)
+    return board
+
+
+def _attach_attributions(board: Board) -> None:
+    """Attribute the failures of each run that has counterfactual runs on the board.
+
+    Each failed episode record of such a run gets ``attribution`` (one line: the module and
+    its evidence), which its trajectory page shows.
+    """
+    runs = [(e.name, e.run, {r["key"]: r for rs in e.records.values() for r in rs})
+            for e in board.entries]
+    board.attributions, warnings = board_attributions(runs)
+    board.warnings += warnings
+    by_name = {name: records for name, _, records in runs}
+    for attribution in board.attributions:
+        records = by_name[attribution.run]
+        for key, item in attribution.episodes.items():
+            records[key]["attribution"] = item.describe()
 
 
 def _match_datasets(reported: Reported, entries: Sequence[Entry]) -> dict[str, str]:
@@ -523,6 +576,8 @@ def render_markdown(board: Board) -> str:
         f"more. {CEILING_NOTE}", "",
     ]
     lines += _md_table(headers, rows, right=1)
+    lines += paired_markdown(board)
+    lines += _attribution_md(board)
     reported = board.reported
     names = [d["name"] for d in reported.datasets]
     lines += ["", "## Reported (Lumos paper)", "",
@@ -546,16 +601,18 @@ def render_csv(board: Board) -> str:
     """
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
+    extra = PAIRED_CSV_COLUMNS if board.paired is not None else []
+    pad = [""] * len(extra)
     writer.writerow(["kind", "rank", "run", "agent", "models", "env", "metric", "mean", "se",
-                     "ci_low", "ci_high", "episodes"])
+                     "ci_low", "ci_high", "episodes", *extra])
     for entry in board.entries:
         score = entry.score
         ci = score.get("ci95") or [None, None]
-        kind, rank = ("ceiling", "") if entry.ceiling else ("measured", entry.rank)
+        kind, rank = (_gold_kind(entry.agent), "") if entry.ceiling else ("measured", entry.rank)
         writer.writerow([
             kind, rank, entry.name, entry.agent, entry.models, "suite score",
             f"mean of {score.get('envs', 0)} envs", score.get("mean"), score.get("se"), ci[0],
-            ci[1], entry.episodes,
+            ci[1], entry.episodes, *pad,
         ])
         for env_id in board.envs:
             cell = entry.cells.get(env_id)
@@ -563,13 +620,15 @@ def render_csv(board: Board) -> str:
                 continue
             ci = cell.ci95 or [None, None]
             writer.writerow([kind, rank, entry.name, entry.agent, entry.models, env_id,
-                             cell.metric, cell.mean, cell.se, ci[0], ci[1], cell.episodes])
+                             cell.metric, cell.mean, cell.se, ci[0], ci[1], cell.episodes, *pad])
+    for row in paired_csv_rows(board):
+        writer.writerow(row)
     reported = board.reported
     metric = {d["name"]: d["metric"] for d in reported.datasets}
     for row in reported.rows:
         for dataset, value in (row.get("values") or {}).items():
             writer.writerow(["reported", "", "", row["agent"], "", dataset, metric.get(dataset),
-                             float(value) / reported.scale, "", "", "", ""])
+                             float(value) / reported.scale, "", "", "", "", *pad])
     return out.getvalue()
 
 
@@ -854,6 +913,7 @@ def _episode_html(record: Mapping[str, Any], base: Path, page_dir: Path) -> str:
     ]
     if record.get("reason"):
         info.append(f'<div><span class="label">reason</span> {_e(record["reason"])}</div>')
+    info += _attribution_note(record)
     for key in ("image", "images"):
         if key in record:
             info.append(_images(record[key], base, page_dir))
@@ -925,7 +985,9 @@ def render_html(board: Board, out: Path) -> list[Path]:
         ' <span id="shown"></span></p>'
         f'<div class="wrap"><table id="measured" class="sortable"><thead><tr>{"".join(heads)}'
         f'</tr></thead><tbody>{"".join(rows)}</tbody></table></div>'
-        "<h2>Reported (Lumos paper)</h2>"
+        + paired_html(board)
+        + _attribution_html(board, out)
+        + "<h2>Reported (Lumos paper)</h2>"
         f'<p class="note">Never ranked. {_e(board.reported.note)} '
         f"Values: the paper's percentages / {board.reported.scale:g}; ≈: approximate in the "
         f"paper. Source: {_e(board.reported.source)}</p>"
@@ -1026,6 +1088,322 @@ def _reported_table(reported: Reported) -> tuple[list[str], list[str]]:
             cells.append(f'<td class="num" data-value="{data}">{_e(shown)}</td>')
         rows.append(f'<tr class="reported">{"".join(cells)}</tr>')
     return heads, rows
+
+
+# ---------------------------------------------------------------------- paired differences
+#: The ``--reference`` value naming the top-ranked run that is not a ceiling row.
+TOP = "top"
+#: The columns a CSV gains when the board has a reference row.
+PAIRED_CSV_COLUMNS = ["reference", "test", "p_value", "excludes_zero"]
+#: How the paired differences are made, written under their tables.
+PAIRED_NOTE = (
+    "Paired by env, task and seed over the episodes both runs have; the interval is a paired "
+    "bootstrap of the per-episode differences (2,000 resamples, seed 0; for the suite score, "
+    "resampled within each env and averaged over envs); p is the paired test's: exact McNemar "
+    "for 0/1 metrics, a sign-flip permutation test otherwise (and for the suite score)."
+)
+
+
+@dataclass
+class Paired:
+    """Every row's paired differences to one reference row (row minus reference).
+
+    Attributes:
+        reference: the reference row.
+        comparisons: run name → its :class:`~lumos_gym.leaderboard.stats.Comparison` with
+            the reference (the reference itself left out).
+    """
+
+    reference: Entry
+    comparisons: dict[str, Comparison]
+
+
+def find_entry(board: Board, name: str) -> Entry:
+    """Return the board's row called ``name``: a run name, a results folder, or ``top``.
+
+    ``top`` is the top-ranked row that is not a ceiling (unless a run is called ``top``).
+
+    Raises:
+        LeaderboardError: no row matches; the message lists the runs.
+    """
+    for entry in board.entries:
+        if entry.name == name:
+            return entry
+    if name == TOP:
+        for entry in board.entries:
+            if not entry.ceiling:
+                return entry
+    wanted = Path(name).resolve()
+    for entry in board.entries:
+        if any(d.path.resolve() == wanted or wanted in d.path.resolve().parents
+               for d in entry.dirs):
+            return entry
+    known = ", ".join(e.name for e in board.entries)
+    raise LeaderboardError(f"no run {name!r} on the board; runs: {known} (or a results folder, "
+                           f"or {TOP})")
+
+
+def entry_records(entry: Entry) -> list[dict[str, Any]]:
+    """Return every episode record of a row (over the board's envs)."""
+    return [r for records in entry.records.values() for r in records]
+
+
+def compare_entries(a: Entry, b: Entry, envs: Iterable[str] | None = None) -> Comparison:
+    """Compare two rows episode by episode (A minus B), on every metric of each env."""
+    records_a, records_b = entry_records(a), entry_records(b)
+    metrics = {}
+    for env_id in sorted(set(a.records) | set(b.records)):
+        task_type, primary = env_kind(env_id, a.records.get(env_id) or b.records[env_id])
+        metrics[env_id] = metrics_for(task_type, primary)
+    return compare_records(records_a, records_b, envs=envs, metrics=metrics)
+
+
+def attach_reference(board: Board, name: str) -> Paired:
+    """Compare every row of ``board`` with the row ``name`` and keep it in ``board.paired``."""
+    reference = find_entry(board, name)
+    comparisons = {
+        entry.name: compare_records(entry_records(entry), entry_records(reference),
+                                    envs=board.envs)
+        for entry in board.entries if entry is not reference
+    }
+    board.paired = Paired(reference, comparisons)
+    return board.paired
+
+
+def _p_text(p: float | None) -> str:
+    if p is None:
+        return "-"
+    return "p<0.001" if p < 0.001 else f"p={p:.3f}"
+
+
+def diff_text(diff: PairedDiff | None, *, mark: str = " *") -> str:
+    """Return ``+0.125 [0.040, 0.210] p=0.004 *`` (``mark`` when the interval excludes 0)."""
+    if diff is None or diff.n == 0:
+        return "-"
+    return (f"{diff.diff:+.3f} {_ci(diff.ci95)} {_p_text(diff.p_value)}"
+            + (mark if diff.excludes_zero else ""))
+
+
+def _paired_cells(board: Board, comparison: Comparison) -> list[PairedDiff | None]:
+    """The suite difference, then each env column's."""
+    return [comparison.suite, *[comparison.envs.get(e) for e in board.envs]]
+
+
+def paired_markdown(board: Board) -> list[str]:
+    """Return the Markdown lines of the paired differences to the reference (none without)."""
+    paired = board.paired
+    if paired is None:
+        return []
+    name = paired.reference.name
+    headers = ["rank", "run", "agent", f"suite score - {name}"]
+    headers += [f"{short_env(e)} - {name}" for e in board.envs]
+    headers.append("paired episodes")
+    rows = []
+    for entry in board.entries:
+        comparison = paired.comparisons.get(entry.name)
+        if comparison is None:
+            continue
+        cells = [diff_text(d, mark=" \\*") for d in _paired_cells(board, comparison)]
+        rows.append([entry.rank_text, entry.name, entry.agent, *cells, comparison.suite.n])
+    return ["", f"## Paired differences to `{name}`", "",
+            f"Each cell: the row's primary metric minus `{name}`'s, `difference [95% interval] "
+            f"p`; \\* marks a difference whose interval excludes 0. {PAIRED_NOTE}", "",
+            *_md_table(headers, rows, right=1)]
+
+
+def paired_csv_rows(board: Board) -> list[list[Any]]:
+    """Return the CSV rows of the paired differences (kind ``difference``; none without)."""
+    paired = board.paired
+    if paired is None:
+        return []
+    rows = []
+    for entry in board.entries:
+        comparison = paired.comparisons.get(entry.name)
+        if comparison is None:
+            continue
+        rank = "" if entry.ceiling else entry.rank
+        columns = [("suite score", f"mean of {comparison.suite.envs} envs")]
+        columns += [(e, board.metric_of(e)) for e in board.envs]
+        for (env, metric), d in zip(columns, _paired_cells(board, comparison), strict=True):
+            if d is None or d.n == 0:
+                continue
+            ci = d.ci95 or [None, None]
+            rows.append(["difference", rank, entry.name, entry.agent, entry.models, env, metric,
+                         d.diff, "", ci[0], ci[1], d.n, paired.reference.name, d.test,
+                         d.p_value, d.excludes_zero])
+    return rows
+
+
+def paired_html(board: Board) -> str:
+    """Return the HTML section of the paired differences to the reference ("" without)."""
+    paired = board.paired
+    if paired is None:
+        return ""
+    name = paired.reference.name
+    heads = ['<th data-type="num">rank</th>', '<th data-type="text">run</th>',
+             '<th data-type="text">agent</th>', '<th data-type="num">suite score</th>']
+    heads += [f'<th data-type="num" title="{_e(e)}">{_e(short_env(e))}</th>' for e in board.envs]
+    heads.append('<th data-type="num">paired episodes</th>')
+    rows = []
+    for entry in board.entries:
+        comparison = paired.comparisons.get(entry.name)
+        if comparison is None:
+            continue
+        cells = [f'<td class="num" data-value="{entry.rank or len(board.entries) + 1}">'
+                 f"{entry.rank_text}</td>", f'<td class="name">{_e(entry.name)}</td>',
+                 f'<td class="name">{_e(entry.agent)}</td>']
+        for d in _paired_cells(board, comparison):
+            if d is None or d.n == 0:
+                cells.append('<td class="num" data-value="">-</td>')
+                continue
+            shown = f"{d.diff:+.3f}" + (" *" if d.excludes_zero else "")
+            if d.excludes_zero:
+                shown = f"<strong>{shown}</strong>"
+            cells.append(
+                f'<td class="num" data-value="{d.diff!r}" title="{_e(d.test)}, {d.n} pairs">'
+                f'{shown}<br><span class="ci">{_ci(d.ci95)} {_e(_p_text(d.p_value))}</span></td>'
+            )
+        cells.append(f'<td class="num" data-value="{comparison.suite.n}">'
+                     f"{comparison.suite.n}</td>")
+        rows.append(f'<tr data-run="{_e(entry.name)}">{"".join(cells)}</tr>')
+    return (
+        f"<h2>Paired differences to {_e(name)}</h2>"
+        f'<p class="note">Each cell: the row\'s primary metric minus {_e(name)}\'s, with its '
+        "95% interval and p-value (the test and the pairs: hover); bold and * mark a "
+        "difference whose interval excludes 0. "
+        f"{_e(PAIRED_NOTE)}</p>"
+        f'<div class="wrap"><table id="paired" class="sortable"><thead><tr>{"".join(heads)}'
+        f'</tr></thead><tbody>{"".join(rows)}</tbody></table></div>'
+    )
+
+
+#: The columns of ``lumos-gym leaderboard --compare A B --format csv``.
+COMPARE_COLUMNS = ["env", "level", "metric", "paired", "mean_a", "mean_b", "diff", "ci_low",
+                   "ci_high", "excludes_zero", "test", "p_value", "discordant_a", "discordant_b"]
+
+
+def _comparison_rows(comparison: Comparison) -> list[tuple[str, str, str, PairedDiff]]:
+    """``(env, level, metric, difference)`` rows: the suite, then each env, level and metric."""
+    rows = [("suite score", "", f"mean of {comparison.suite.envs} envs", comparison.suite)]
+    for env_id, diff in comparison.envs.items():
+        metrics = comparison.metrics.get(env_id) or {}
+        primary = next(iter(metrics), "reward")
+        rows.append((env_id, "", primary, diff))
+        for level, d in comparison.groups.get(env_id, {}).items():
+            rows.append((env_id, level, primary, d))
+        for metric, d in list(metrics.items())[1:]:
+            rows.append((env_id, "", metric, d))
+    return rows
+
+
+def render_comparison(board: Board, a: str, b: str, fmt: str = "md") -> str:
+    """Render the full paired comparison of two rows of ``board`` (A minus B) as md or csv.
+
+    One row for the suite score, then per env its primary metric, each of its levels (or task
+    families) and each of its other metrics, with the paired episodes, both means, the
+    difference, its paired bootstrap interval and the paired test.
+
+    Raises:
+        LeaderboardError: a run that is not on the board, or a format other than md and csv.
+    """
+    if fmt not in ("md", "csv"):
+        raise LeaderboardError(f"--compare writes md or csv, not {fmt}")
+    first, second = find_entry(board, a), find_entry(board, b)
+    comparison = compare_entries(first, second, board.envs)
+    rows = _comparison_rows(comparison)
+    if fmt == "csv":
+        out = io.StringIO()
+        writer = csv.writer(out, lineterminator="\n")
+        writer.writerow(COMPARE_COLUMNS)
+        for env, level, metric, d in rows:
+            ci = d.ci95 or [None, None]
+            odd = list(d.discordant) if d.discordant is not None else ["", ""]
+            writer.writerow([env, level, metric, d.n, d.mean_a, d.mean_b, d.diff, ci[0], ci[1],
+                             d.excludes_zero, d.test, d.p_value, *odd])
+        return out.getvalue()
+    headers = ["env", "level", "metric", "paired", first.name, second.name,
+               f"{first.name} - {second.name}", "95% interval", "test", "p"]
+    cells = [
+        [short_env(env), level or "-", metric, d.n, _num(d.mean_a), _num(d.mean_b),
+         f"{d.diff:+.3f}" + (" \\*" if d.excludes_zero else "") if d.n else "-", _ci(d.ci95),
+         d.test + (f" ({d.discordant[0]} vs {d.discordant[1]})" if d.discordant else ""),
+         _p_text(d.p_value)]
+        for env, level, metric, d in rows
+    ]
+    lines = [f"# {first.name} - {second.name}", "",
+             f"A: `{first.name}` ({first.agent}; {first.models}). "
+             f"B: `{second.name}` ({second.agent}; {second.models}). "
+             "\\* marks a difference whose interval excludes 0; McNemar's counts are the pairs "
+             f"only A solved vs only B solved. {PAIRED_NOTE}", ""]
+    lines += _md_table(headers, cells, right=0)
+    lines += _unpaired_lines(comparison, first.name, second.name)
+    return "\n".join(lines) + "\n"
+
+
+def _unpaired_lines(comparison: Comparison, a: str, b: str) -> list[str]:
+    """Lines naming the episodes left out of the comparison (none when every one paired)."""
+    pairing = comparison.pairing
+    notes = []
+    for name, counts in ((a, pairing.only_a), (b, pairing.only_b)):
+        if counts:
+            shown = ", ".join(f"{short_env(e)} {n}" for e, n in sorted(counts.items()))
+            notes.append(f"Episodes only `{name}` has (left out): {shown}.")
+    if pairing.mismatched:
+        notes.append(f"{len(pairing.mismatched)} episode(s) show different task texts under "
+                     f"one id (left out), e.g. {pairing.mismatched[0]}.")
+    return ["", *notes] if notes else []
+
+
+# ------------------------------------------------------------------------ module attribution
+def _attribution_md(board: Board) -> list[str]:
+    """The Markdown section of module attribution (empty without counterfactual runs)."""
+    if not board.attributions:
+        return []
+    lines = ["", "## Module attribution", "", ATTRIBUTION_NOTE, ""]
+    for attribution in board.attributions:
+        compared = ", ".join(f"{k}: {v}" for k, v in attribution.counterfactuals.items())
+        lines += [f"### {attribution.run} ({attribution.agent})", "",
+                  f"Counterfactual runs: {compared}.", ""]
+        lines += _md_table(TABLE_HEADERS, table_rows(attribution), right=0)
+        lines.append("")
+    return lines[:-1]
+
+
+def _attribution_html(board: Board, out: Path) -> str:
+    """The HTML section of module attribution (empty without counterfactual runs).
+
+    Each env name links to the run's trajectory page there, filtered to its failed episodes'
+    attributions (``#q=attributed``).
+    """
+    if not board.attributions:
+        return ""
+    slugs = dict(zip((e.name for e in board.entries), _run_slugs(board.entries), strict=True))
+    folder = f"{out.stem}-trajectories"
+    parts = ["<h2>Module attribution</h2>", f'<p class="note">{_e(ATTRIBUTION_NOTE)}</p>']
+    heads = "".join(f"<th>{_e(h)}</th>" for h in TABLE_HEADERS)
+    for attribution in board.attributions:
+        compared = ", ".join(f"{k}: {v}" for k, v in attribution.counterfactuals.items())
+        rows = []
+        for env_id, row in zip(attribution.envs, table_rows(attribution), strict=True):
+            name = _e(row[0])
+            if env_id != "all":
+                page = f"{folder}/{slugs[attribution.run]}/{_slug(short_env(env_id))}.html"
+                name = f'<a href="{_e(quote(page))}#q=attributed">{name}</a>'
+            cells = "".join(f'<td class="num">{_e(c)}</td>' for c in row[1:])
+            rows.append(f'<tr class="attribution"><td class="name">{name}</td>{cells}</tr>')
+        parts.append(f"<h3>{_e(attribution.run)} ({_e(attribution.agent)})</h3>"
+                     f'<p class="note">Counterfactual runs: {_e(compared)}.</p>'
+                     f'<div class="wrap"><table class="attribution"><thead><tr>{heads}</tr>'
+                     f'</thead><tbody>{"".join(rows)}</tbody></table></div>')
+    return "".join(parts)
+
+
+def _attribution_note(record: Mapping[str, Any]) -> list[str]:
+    """The line a failed episode's viewer entry shows: the module it is attributed to."""
+    if not record.get("attribution"):
+        return []
+    return [f'<div class="attribution"><span class="label">attributed to</span> '
+            f'{_e(record["attribution"])}</div>']
 
 
 # -------------------------------------------------------------------------------- output

@@ -14,6 +14,11 @@ replacement, drawn by ``numpy.random.default_rng(BOOTSTRAP_SEED)``, the interval
 2.5th and 97.5th percentiles of the resampled means. Episodes are sorted by key first, so the
 summary depends only on the set of episodes: a sharded run merged equals the whole run.
 
+**Levels.** An env whose tasks have difficulty levels or task families (MathWord's levels,
+WorldQA's question families...) has its episodes' ``group`` written by ``lumos-gym evaluate``
+(:func:`lumos_gym.leaderboard.plan.task_group`); its summary then also holds ``groups``: the
+primary metric per group, with the same standard errors and intervals.
+
 **Suite score.** The unweighted mean over envs of each env's primary-metric mean (every env
 counts the same, whatever its number of episodes). Its standard error is
 ``sqrt(sum of the envs' squared SEs) / number of envs`` (envs are independent); its interval
@@ -126,17 +131,25 @@ def mean_se(values: Sequence[float]) -> tuple[float, float]:
     return mean, math.sqrt(variance / n)
 
 
-def _resampled_means(values: np.ndarray, rng: np.random.Generator, resamples: int) -> np.ndarray:
+def resampled_means(
+    values: np.ndarray, rng: np.random.Generator, resamples: int, *, chunk: int = _CHUNK
+) -> np.ndarray:
+    """Means of ``resamples`` bootstrap resamples of ``values``, drawn ``chunk`` rows at a time.
+
+    The chunk size is part of the draw (numpy's bounded integers do not carry their buffer
+    across calls), so each statistic keeps its own to stay reproducible.
+    """
     n = len(values)
     means = np.empty(resamples)
-    for start in range(0, resamples, _CHUNK):
-        stop = min(start + _CHUNK, resamples)
+    for start in range(0, resamples, chunk):
+        stop = min(start + chunk, resamples)
         index = rng.integers(0, n, size=(stop - start, n))
         means[start:stop] = values[index].mean(axis=1)
     return means
 
 
-def _interval(means: np.ndarray, confidence: float = CONFIDENCE) -> list[float]:
+def percentile_interval(means: np.ndarray, confidence: float = CONFIDENCE) -> list[float]:
+    """The ``confidence`` percentile interval of bootstrap ``means``, as ``[low, high]``."""
     alpha = (1.0 - confidence) / 2
     low, high = np.quantile(means, [alpha, 1.0 - alpha])
     return [float(low), float(high)]
@@ -149,7 +162,7 @@ def bootstrap_ci(
     if not values:
         return None
     rng = np.random.default_rng(seed)
-    return _interval(_resampled_means(np.asarray(values, dtype=float), rng, resamples))
+    return percentile_interval(resampled_means(np.asarray(values, dtype=float), rng, resamples))
 
 
 def metric_stats(values: Sequence[float]) -> dict[str, Any]:
@@ -198,7 +211,7 @@ def _env_summary(env_id: str, records: Sequence[Mapping[str, Any]]) -> dict[str,
     metrics = metrics_for(task_type, primary)
     stats = {m.name: metric_stats([metric_values(r, m) for r in records]) for m in metrics}
     head = stats[metrics[0].name]
-    return {
+    summary = {
         "episodes": len(records),
         "task_type": task_type,
         "primary_metric": metrics[0].name,
@@ -208,6 +221,27 @@ def _env_summary(env_id: str, records: Sequence[Mapping[str, Any]]) -> dict[str,
         "metrics": stats,
         **_counts(records),
     }
+    groups = group_stats(records)
+    if groups:
+        summary["groups"] = groups
+    return summary
+
+
+def group_stats(records: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Return level (or task family) → episodes, mean, se and ci95 of the primary metric.
+
+    The group of an episode is its record's ``group`` (``lumos-gym evaluate`` writes it for
+    envs whose tasks have levels or families); empty unless every record has one and there are
+    two groups or more.
+    """
+    if not records or not all(r.get("group") for r in records):
+        return {}
+    by_group: dict[str, list[float]] = {}
+    for record in records:
+        by_group.setdefault(str(record["group"]), []).append(float(record.get("reward", 0.0)))
+    if len(by_group) < 2:
+        return {}
+    return {g: {"episodes": len(v), **metric_stats(v)} for g, v in sorted(by_group.items())}
 
 
 def _suite_score(by_env: Mapping[str, Sequence[Mapping[str, Any]]], envs: Mapping[str, Any]):
@@ -217,8 +251,9 @@ def _suite_score(by_env: Mapping[str, Sequence[Mapping[str, Any]]], envs: Mappin
     total = np.zeros(BOOTSTRAP_RESAMPLES)
     for records in by_env.values():  # sorted by env id
         values = np.asarray([float(r.get("reward", 0.0)) for r in records], dtype=float)
-        total += _resampled_means(values, rng, BOOTSTRAP_RESAMPLES)
-    return {**suite_mean_se([envs[e] for e in by_env]), "ci95": _interval(total / len(by_env))}
+        total += resampled_means(values, rng, BOOTSTRAP_RESAMPLES)
+    interval = percentile_interval(total / len(by_env))
+    return {**suite_mean_se([envs[e] for e in by_env]), "ci95": interval}
 
 
 def suite_mean_se(envs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
@@ -245,7 +280,8 @@ def summarize(records: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     Returns:
         ``{"format", "bootstrap", "envs", "score", "overall", "timing"}``. Each env holds its
         ``metrics`` (name → mean, se, ci95), its primary metric again as ``mean``/``se``/
-        ``ci95``, status counts, steps, invalid actions, tool errors and tokens. ``overall``
+        ``ci95``, status counts, steps, invalid actions, tool errors and tokens, and, when its
+        episodes carry a level or task family, ``groups`` (:func:`group_stats`). ``overall``
         pools every episode's reward (mean, se, ci95) with the same counts. ``timing`` holds
         the seconds spent per env and overall (the only part that differs between identical
         runs).
@@ -305,6 +341,8 @@ def format_table(summary: Mapping[str, Any]) -> str:
         primary = group.get("primary_metric", "reward")
         others = ", ".join(f"{m} {s['mean']:.3f}" for m, s in metrics.items() if m != primary)
         rows.append(row(name, group, primary, others))
+        for level, stats in (group.get("groups") or {}).items():
+            rows.append(row(f"  {level}", stats, primary, ""))
     score = summary.get("score")
     if score and score.get("envs"):
         total = {"episodes": summary["overall"]["episodes"], **score}

@@ -21,7 +21,7 @@ from lumos_gym.models.sources import split_model_name
 #: The model each backend uses when none is named.
 DEFAULT_MODELS: dict[str, str | None] = {
     "hf": "smollm2-135m", "openvino": "smollm2-135m", "openai": None, "vllm": None,
-}  # fmt: skip
+}
 
 ADAPTER_BACKENDS = ("hf", "vllm", "openvino")
 """The backends that apply peft adapters themselves (and take LoRA output folders as models)."""
@@ -233,7 +233,7 @@ def build_backends(roles: Sequence[str], options: ModelOptions) -> BackendSet:
             base = build_backend(
                 options.backend, model, adapters=adapters, base_url=options.base_url,
                 batch_size=options.batch_size, **options.options,
-            )  # fmt: skip
+            )
             backends.owned.append(base)
             for role in model_roles:
                 if not adapters:

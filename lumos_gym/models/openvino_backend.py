@@ -85,7 +85,7 @@ DEFAULT_MAX_BATCHED_TOKENS = 1024
 PRECISIONS: dict[str, str] = {
     "f32": "f32", "fp32": "f32", "float32": "f32", "auto": "f32",
     "bf16": "bf16", "bfloat16": "bf16",
-}  # fmt: skip
+}
 """Accepted precision names (``dtype`` spellings of the ``hf`` backend included)."""
 
 EXPORT_FORMAT = 1
@@ -154,7 +154,7 @@ def export_folder(source: ModelSource, adapter: Path | None) -> tuple[Path, dict
             "folder": str(adapter), "sha256": adapter_sha256(adapter),
         },
         "weights": "f32",
-    }  # fmt: skip
+    }
     keyed = {k: v for k, v in manifest.items() if k != "model"}
     keyed["adapter"] = None if adapter is None else manifest["adapter"]["sha256"]
     text = json.dumps(keyed, sort_keys=True, separators=(",", ":"))
@@ -240,7 +240,7 @@ class _Shared:
                 self.pipelines[adapter] = openvino_genai.ContinuousBatchingPipeline(
                     str(folder), self.settings.scheduler(), self.settings.device,
                     self.settings.properties(),
-                )  # fmt: skip
+                )
             except RuntimeError as e:
                 raise BackendError(
                     f"OpenVINO GenAI cannot load the export {folder}: {e}; remove the folder "
@@ -322,7 +322,7 @@ class OpenVINOBackend(Backend):
             device=(device or "CPU").upper(), precision=precision, kv_cache_mb=kv_cache_mb,
             batch_size=batch_size, max_batched_tokens=max_batched_tokens,
             prefix_cache=prefix_cache, threads=threads,
-        )  # fmt: skip
+        )
         loaded, context, eos_ids = _tokenizer_and_config(source, tokenizer)
         self._shared = _Shared(source, named, loaded, settings, max_context or context, eos_ids)
         for name in named:  # fail fast: every adapter is exported (or found) now
@@ -439,7 +439,7 @@ class OpenVINOBackend(Backend):
                 text = tokenizer.apply_chat_template(
                     [dict(m) for m in request.messages], tokenize=False,
                     add_generation_prompt=True,
-                )  # fmt: skip
+                )
             except (TemplateError, ValueError, KeyError, TypeError) as e:
                 return self._error(f"the chat template of {self.model_id!r} failed: {e}")
         else:
@@ -514,7 +514,7 @@ class OpenVINOBackend(Backend):
         return Completion(
             text="", stop_reason="error", input_tokens=input_tokens, model_id=self.model_id,
             error=message,
-        )  # fmt: skip
+        )
 
 
 def _tokenizer_and_config(

@@ -142,7 +142,7 @@ def convert(model: Any) -> ov.Model:
             converted = ov.convert_model(
                 _CacheAsTensors(model, layers), example_input=example,
                 input=list(zip(shapes, types, strict=True)),
-            )  # fmt: skip
+            )
     except Exception as e:  # the tracer and the frontend raise many kinds
         raise BackendError(f"OpenVINO could not convert the model: {type(e).__name__}: {e}") from e
     names = ["input_ids", "attention_mask", "position_ids", *kv_names]
@@ -233,7 +233,7 @@ def export(
         model.config.save_pretrained(staging)
         model.generation_config.save_pretrained(staging)
         record = {**manifest, "export_s": round(time.perf_counter() - started, 1),
-                  "openvino": ov.get_version()}  # fmt: skip
+                  "openvino": ov.get_version()}
         (staging / manifest_file).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
         return True
 

@@ -284,6 +284,10 @@ _OPERATOR_WORDS = frozenset(w for w in keyword.kwlist if w not in ("True", "Fals
 # Bounds
 
 
+#: How often the time limit's alarm repeats once the limit has passed, in seconds.
+_REPEAT_S = 0.05
+
+
 class _Timeout(BaseException):
     """Raised by the alarm of :func:`_time_limit`; a BaseException so sympy cannot swallow it."""
 
@@ -309,7 +313,9 @@ def _time_limit(seconds: float) -> Iterator[None]:
         raise _Timeout
 
     previous = signal.signal(signal.SIGALRM, interrupt)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
+    # The alarm repeats: an interrupt that lands in a garbage-collector callback or a __del__
+    # is swallowed by Python (an "unraisable" exception), and the work would then run unbounded.
+    signal.setitimer(signal.ITIMER_REAL, seconds, _REPEAT_S)
     try:
         yield
     finally:

@@ -85,7 +85,9 @@ def lexical_scores(query: str, texts: Sequence[str]) -> np.ndarray:
     if not texts:
         return np.zeros(0)
     tokens = tokenize([query, *texts])
-    wanted, docs = set(tokens[0]), [Counter(t) for t in tokens[1:]]
+    # the query's terms in their own order: a set's order changes with PYTHONHASHSEED, and with
+    # it the float sums, so near-tied candidates (Pick) ranked differently from run to run
+    wanted, docs = list(dict.fromkeys(tokens[0])), [Counter(t) for t in tokens[1:]]
     lengths = [sum(d.values()) for d in docs]
     average = (sum(lengths) / len(lengths)) or 1.0
     scores = np.zeros(len(docs))

@@ -10,10 +10,13 @@ stopped, and a finished one only re-renders its report):
 3. for each agent and each of its models (planner and grounder, or one policy), a LoRA run of
    the same budget (:data:`REFERENCE_TRAINING`: same records, same optimizer steps, same rows per
    step) into ``OUT/models/<agent>/<role>``;
-4. ``evaluate`` of the untrained base model (as Lumos-I) and of every trained agent on the
-   offline test suite (:data:`TEST_SUITE`), into ``OUT/results/<name>``;
+4. the leakage check (:func:`check_test_leakage`): the data build against the test tasks
+   (task texts, ids, entities of the generated worlds), printed and written to
+   ``OUT/leakage.json``; then ``evaluate`` of the untrained base model (as Lumos-I) and of
+   every trained agent on the offline test suite (:data:`TEST_SUITE`), into
+   ``OUT/results/<name>``, each results folder recording the check in its ``run.json``;
 5. ``OUT/report.md`` and ``report.json``: mean ± standard error per env and per difficulty
-   level (or task family) of each env.
+   level (or task family) of each env, and the leakage counts.
 
 ``ship=True`` then copies the Lumos-I adapters into the package with their card, which is how
 the shipped reference adapters were made.
@@ -28,10 +31,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from lumos_gym.conversion.leakage import check_leakage, eval_tasks, read_training
 from lumos_gym.conversion.pipeline import build_offline_data
 from lumos_gym.envs.registration import fill_from_families
 from lumos_gym.jsonl import write_json_atomic
 from lumos_gym.leaderboard.evaluate import RunConfig, evaluate
+from lumos_gym.leaderboard.plan import task_group
 from lumos_gym.leaderboard.results import mean_se
 from lumos_gym.models.factory import ModelOptions
 from lumos_gym.models.reference import REFERENCE_AGENTS
@@ -143,16 +148,6 @@ TEST_SUITE: tuple[TestEnv, ...] = (
         {"split": "test", "levels": [1, 2], "task_types": [1, 3], "num_tasks": 1},
     ),
 )
-
-
-def task_group(meta: Mapping[str, Any]) -> str:
-    """The difficulty level of a task (``"level 2"``), else its family or type, else ``"all"``."""
-    if "level" in meta:
-        return f"level {meta['level']}"
-    for key in ("family", "task_type", "kind"):
-        if key in meta:
-            return str(meta[key])
-    return "all"
 
 
 def task_groups(env_id: str, kwargs: Mapping[str, Any]) -> dict[str, str]:
@@ -280,8 +275,12 @@ def with_qa_model(suite: Sequence[TestEnv], spec: str) -> tuple[TestEnv, ...]:
 def evaluate_agent(
     agent: str, models: Mapping[str, str], out: Path, *, suite: Sequence[TestEnv],
     batch_size: int, progress: bool, agent_config: Any = None,
+    provenance: Mapping[str, Any] | None = None,
 ) -> list[dict[str, Any]]:
-    """Run ``agent`` with role → model folders (empty: the untrained base) on the suite."""
+    """Run ``agent`` with role → model folders (empty: the untrained base) on the suite.
+
+    ``provenance``: more entries for each results folder's ``run.json`` (the leakage check).
+    """
     options = ModelOptions(
         planner=models.get("planner"), grounder=models.get("grounder"),
         model=models.get("policy"), batch_size=batch_size, reference=False,
@@ -292,10 +291,34 @@ def evaluate_agent(
         result = evaluate(RunConfig(
             agent, envs=[entry.env_id], env_kwargs=dict(entry.kwargs), limit=entry.limit,
             models=options, out=out / name, resume=True, progress=progress,
-            agent_config=agent_config,
+            agent_config=agent_config, provenance=provenance,
         ))
         records.extend(result.records)
     return records
+
+
+LEAKAGE_FILE = "leakage.json"
+"""The leakage check's report in a reproduction's folder."""
+
+
+def check_test_leakage(
+    out: Path, data: Path, suite: Sequence[TestEnv], *, log: Callable[[str], None]
+) -> dict[str, Any]:
+    """Compare the training data with the test tasks; write ``OUT/leakage.json``, return it.
+
+    The training data is the whole data build (its annotations and every training record, a
+    superset of any mixture drawn from it); the test tasks are the suite's
+    (:mod:`lumos_gym.conversion.leakage`). The report is printed through ``log``, and each
+    results folder of the run records it in ``run.json`` (``leakage``).
+    """
+    report = check_leakage(read_training([data]), eval_tasks(suite), log=log)
+    for line in report.format().splitlines():
+        log(line)
+    recorded = {**report.to_dict(), "report": LEAKAGE_FILE}
+    recorded["files"] = [str(Path(f).relative_to(out)) if Path(f).is_relative_to(out) else f
+                         for f in recorded["files"]]
+    write_json_atomic(out / LEAKAGE_FILE, recorded)
+    return recorded
 
 
 def score_table(
@@ -397,13 +420,15 @@ def reproduce_offline(
         out, data, files, formats, agents, chosen=chosen, training=training,
         base_model=base_model, seed=seed, threads=threads, parallel=parallel, log=log,
     )
-    if qa_tool is not None:
-        suite = with_qa_model(suite, f"hf:{qa_tool}")
     if until == "train":
         return {"agents": list(agents), "models": trained, "training": settings, "scores": {}}
+    leakage = check_test_leakage(out, data, suite, log=log)  # before the QA model is set
+    if qa_tool is not None:
+        suite = with_qa_model(suite, f"hf:{qa_tool}")
     runs = _evaluate_runs(
         trained, out, suite=suite, include_base=include_base, base_model=base_model,
         batch_size=batch_size, progress=progress, agent_config=agent_config, log=log,
+        provenance={"leakage": leakage},
     )
     table = score_table(runs, {e.env_id: task_groups(e.env_id, e.kwargs) for e in suite})
     report = {
@@ -411,7 +436,7 @@ def reproduce_offline(
         "budget": budget, "mix": dict(mix) if mix is not None else "all", "training": settings,
         "suite": [{"env_id": e.env_id, "kwargs": dict(e.kwargs), "limit": e.limit} for e in suite],
         "scores": table, "models": trained,
-        "qa_tool": str(qa_tool) if qa_tool is not None else None,
+        "qa_tool": str(qa_tool) if qa_tool is not None else None, "leakage": leakage,
     }
     _write_report(out, report, log)
     return report
@@ -492,30 +517,50 @@ def _agent_jobs(
 def _evaluate_runs(
     trained: Mapping[str, Mapping[str, str]], out: Path, *, suite: Sequence[TestEnv],
     include_base: bool, base_model: str, batch_size: int, progress: bool, agent_config: Any,
-    log: Callable[[str], None],
+    log: Callable[[str], None], provenance: Mapping[str, Any] | None = None,
 ) -> dict[str, list[dict[str, Any]]]:
-    """Step 4: the untrained base (when ``include_base``) and every trained agent on ``suite``."""
+    """Step 4: the untrained base (when ``include_base``) and every trained agent on ``suite``.
+
+    ``provenance`` goes into every results folder's ``run.json`` (the leakage check).
+    """
     runs: dict[str, list[dict[str, Any]]] = {}
     if include_base:
         log("evaluate: the untrained base model as lumos-i")
         base = {"planner": base_model, "grounder": base_model, "policy": base_model}
         runs[BASE_NAME] = evaluate_agent(
             "lumos-i", base, out / "results" / "base", suite=suite, batch_size=batch_size,
-            progress=progress, agent_config=agent_config,
+            progress=progress, agent_config=agent_config, provenance=provenance,
         )
     for agent, models in trained.items():
         log(f"evaluate: {agent}")
         runs[agent] = evaluate_agent(agent, models, out / "results" / agent, suite=suite,
                                      batch_size=batch_size, progress=progress,
-                                     agent_config=agent_config)
+                                     agent_config=agent_config, provenance=provenance)
     return runs
 
 
 def _write_report(out: Path, report: Mapping[str, Any], log: Callable[[str], None]) -> None:
-    """Step 5: ``report.json`` and the score table as ``report.md``."""
+    """Step 5: ``report.json`` and the score table as ``report.md`` (with the leakage counts)."""
     write_json_atomic(out / "report.json", report)
-    (out / "report.md").write_text(render_report(report["scores"]), encoding="utf-8")
+    text = render_report(report["scores"])
+    if report.get("leakage"):
+        text += "\n" + leakage_section(report["leakage"])
+    (out / "report.md").write_text(text, encoding="utf-8")
     log(f"report: {out / 'report.md'}")
+
+
+def leakage_section(leakage: Mapping[str, Any]) -> str:
+    """The leakage check as a Markdown section: per env, what the test tasks share."""
+    lines = ["## Leakage check", "",
+             ("No test task and no entity is in the training data." if leakage["clean"] else
+              "**The training data and the test tasks overlap** (see leakage.json)."),
+             "", "| env | test tasks | same text | same id | shared entities | shared world "
+             "names | shared tasks |", "|---|---:|---:|---:|---:|---:|---:|"]
+    for env_id, row in leakage["envs"].items():
+        lines.append(f"| {env_id} | {row['test_tasks']} | {row['same_text']} | {row['same_id']} "
+                     f"| {row['shared_entities']} | {row['shared_world_names']} | "
+                     f"{row['shared_tasks']} |")
+    return "\n".join(lines) + "\n"
 
 
 def portable_training_report(report: Mapping[str, Any]) -> dict[str, Any]:
@@ -676,7 +721,9 @@ __all__ = [
     "TestEnv",
     "UNTIL",
     "build_data",
+    "check_test_leakage",
     "evaluate_agent",
+    "leakage_section",
     "render_report",
     "reproduce_offline",
     "score_table",

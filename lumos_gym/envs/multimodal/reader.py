@@ -173,7 +173,7 @@ def read_scene(image: Any) -> SceneReading:
                 col=min(grid - 1, int(cx * grid / width)),
                 area=comp.area,
                 bbox=(comp.left, comp.top, comp.right, comp.bottom),
-            ))  # fmt: skip
+            ))
     objects.sort(key=lambda o: (o.row, o.col, o.bbox))
     frames = [c for c in _components(labels == names.index("border")) if c.area >= _MIN_AREA]
     card_text = None
@@ -257,7 +257,7 @@ def _patterns() -> list[tuple[re.Pattern[str], str]]:
         (rf"what colou?r is the object (?:to the right of|right of) the (?P<colour>{colour}) "
          rf"(?P<shape>{shape})", "right_of"),
         (r"what (?:number |word |text )?is written on the card", "card"),
-    ]  # fmt: skip
+    ]
     return [(re.compile(pattern), kind) for pattern, kind in forms]
 
 
@@ -299,20 +299,20 @@ def _answer(reading: SceneReading, kind: str, slots: Mapping[str, str | None]) -
         plural = slots.get("plural")
         shape = next((s for s, p in pictures.PLURALS.items() if p == plural), None)
         found = [o for o in objects if slots.get("colour") in (None, o.colour)
-                 and shape in (None, o.shape)]  # fmt: skip
+                 and shape in (None, o.shape)]
         return str(len(found))
     if kind == "colour_of":
         what = " ".join(x for x in (slots.get("size"), slots.get("shape")) if x)
         found = [o for o in objects
-                 if o.shape == slots["shape"] and slots.get("size") in (None, o.size)]  # fmt: skip
+                 if o.shape == slots["shape"] and slots.get("size") in (None, o.size)]
         return _one(found, what).colour
     if kind == "shape_of":
         return _one([o for o in objects if o.colour == slots["colour"]],
-                    f"{slots['colour']}").shape  # fmt: skip
+                    f"{slots['colour']}").shape
     if kind in ("size_of", "right_of"):
         what = f"{slots['colour']} {slots['shape']}"
         obj = _one([o for o in objects if o.colour == slots["colour"]
-                    and o.shape == slots["shape"]], what)  # fmt: skip
+                    and o.shape == slots["shape"]], what)
         if kind == "size_of":
             return obj.size
         right = [o for o in objects if o.row == obj.row and o.col > obj.col]

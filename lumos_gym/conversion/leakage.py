@@ -1,0 +1,468 @@
+"""Leakage between training data and test tasks: shared task texts, task ids and world entities.
+
+``lumos-gym data leakage --train DATA --suite NAME`` and ``lumos-gym reproduce`` check that the
+training data and the test tasks share no task. Three things are compared:
+
+* **Task texts.** Each test task's text, normalised (:func:`normalise_text`: Unicode NFKC,
+  case folded, every run of characters that are not letters or digits one space), against the
+  normalised task of every training annotation and, as a phrase, against every user or system
+  message of every training record (the exports of ``lumos-gym export``, the QA tool's records).
+* **Task ids.** Each test task's id against the training annotations' ids.
+* **Entities** of the generated worlds, where an env exposes them (:data:`ENTITY_READERS`):
+  WorldQA's encyclopedia names (the pages a question rests on, and every page title of the
+  world), the WebShop target product (the goal's: the shop itself, and the products an expert
+  buys when another fits the goal, are shared by design), the Mind2Web target product, the
+  Scenes picture, and the TextWorld and ALFWorld game files (by content). The training side's
+  entities come from the train splits rebuilt with the arguments the data build used (its
+  ``splits.json``), keeping the tasks the annotations name.
+
+Generated questions share templates on purpose (a Scenes question asks "How many circles are
+there?" of many pictures; ALFWorld asks to "put a tissuebox in toilet" in many rooms), so for an
+env with entities a test task is a *shared task* only when a training task has its text **and**
+one of its entities (the same picture, the same game); for the others, when its text or id is
+in the training data. The data is clean when no task and no entity is shared.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import unicodedata
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+
+from lumos_gym.conversion.pipeline import OFFLINE_SPLITS, SPLITS_FILE, split_kwargs
+from lumos_gym.envs.tasks import Task
+from lumos_gym.errors import LumosGymError
+from lumos_gym.text import table
+
+#: Shared tasks or entities named per env in a report.
+EXAMPLES = 3
+_NOT_WORD = re.compile(r"[^\w]+|_+")
+
+
+# ------------------------------------------------------------------------------------ texts
+def normalise_text(text: str) -> str:
+    """Return ``text`` NFKC-normalised, case folded, with every non-alphanumeric run one space."""
+    folded = unicodedata.normalize("NFKC", str(text)).casefold()
+    return " ".join(_NOT_WORD.sub(" ", folded).split())
+
+
+class TextIndex:
+    """Normalised texts, searched for a phrase at word boundaries (a word index narrows it)."""
+
+    def __init__(self) -> None:
+        self._texts: list[str] = []
+        self._seen: set[str] = set()
+        self._words: dict[str, set[int]] = {}
+
+    def __len__(self) -> int:
+        return len(self._texts)
+
+    def add(self, text: str) -> None:
+        """Add one text (normalised here; a text seen before is kept once)."""
+        normal = normalise_text(text)
+        if not normal or normal in self._seen:
+            return
+        self._seen.add(normal)
+        n = len(self._texts)
+        self._texts.append(f" {normal} ")
+        for word in set(normal.split()):
+            self._words.setdefault(word, set()).add(n)
+
+    def contains(self, phrase: str) -> bool:
+        """Whether some text holds ``phrase`` (normalised here) as a run of whole words."""
+        words = normalise_text(phrase).split()
+        if not words or any(w not in self._words for w in words):
+            return False
+        rarest = sorted(set(words), key=lambda w: len(self._words[w]))[:2]
+        candidates = set.intersection(*(self._words[w] for w in rarest))
+        needle = f" {' '.join(words)} "
+        return any(needle in self._texts[n] for n in candidates)
+
+
+# --------------------------------------------------------------------------------- entities
+def _worldqa_entities(env: Any, task: Task) -> set[str]:
+    return {f"name:{normalise_text(e[0])}" for e in task.meta.get("evidence") or () if e}
+
+
+def _webshop_entities(env: Any, task: Task) -> set[str]:
+    """The goal's target product (the expert may buy another product that fits the goal)."""
+    asin = (task.meta.get("goal") or {}).get("asin")
+    return {f"product:{str(asin).upper()}"} if asin else set()
+
+
+def _mind2web_entities(env: Any, task: Task) -> set[str]:
+    """The target product: the longest clicked link whose name the task text holds."""
+    text = normalise_text(task.meta.get("confirmed_task") or task.question)
+    names = []
+    for action in task.meta.get("action_reprs") or ():
+        match = re.match(r"\[link\]\s+(.*?) -> CLICK$", str(action))
+        name = normalise_text(match.group(1)) if match else ""
+        if name and f" {name} " in f" {text} ":
+            names.append(name)
+    return {f"product:{max(names, key=len)}"} if names else set()
+
+
+def _scene_entities(env: Any, task: Task) -> set[str]:
+    scene = task.meta.get("scene")
+    if scene is None:
+        return set()
+    digest = hashlib.sha256(json.dumps(scene, sort_keys=True).encode()).hexdigest()
+    return {f"picture:{digest[:16]}"}
+
+
+def _game_entities(env: Any, task: Task) -> set[str]:
+    path = Path(str(task.meta.get("path") or ""))
+    if not path.is_file():
+        return set()
+    return {f"game:{hashlib.sha256(path.read_bytes()).hexdigest()[:16]}"}
+
+
+#: Env id → the entity keys of a task (``kind:value``), for the generated worlds.
+ENTITY_READERS: dict[str, Callable[[Any, Task], set[str]]] = {
+    "lumos/WorldQA-v0": _worldqa_entities,
+    "lumos/WebShop-v0": _webshop_entities,
+    "lumos/Mind2Web-v0": _mind2web_entities,
+    "lumos/Scenes-v0": _scene_entities,
+    "lumos/TextWorld-v0": _game_entities,
+    "lumos/ALFWorld-v0": _game_entities,
+}
+
+
+def _world_names(env: Any) -> set[str]:
+    world = getattr(env, "world", None)
+    return {normalise_text(title) for title in getattr(world, "pages", {})}
+
+
+#: Env id → every entity name of the env's whole world (WorldQA's page titles).
+WORLD_READERS: dict[str, Callable[[Any], set[str]]] = {"lumos/WorldQA-v0": _world_names}
+
+
+# --------------------------------------------------------------------------------- the data
+@dataclass(frozen=True)
+class EvalTasks:
+    """The test tasks of one env: its arguments, and which of its tasks (default all)."""
+
+    env_id: str
+    kwargs: Mapping[str, Any] = field(default_factory=dict)
+    task_ids: tuple[str, ...] | None = None
+    limit: int | None = None
+
+
+def eval_tasks(entries: Iterable[Any]) -> list[EvalTasks]:
+    """Read suite entries (or reproduce's test envs): ``env_id``, ``kwargs``, ``task_ids``..."""
+    return [EvalTasks(e.env_id, dict(getattr(e, "kwargs", None) or {}),
+                      getattr(e, "task_ids", None), getattr(e, "limit", None)) for e in entries]
+
+
+@dataclass
+class TrainingData:
+    """What a training set holds, read by :func:`read_training`.
+
+    Attributes:
+        files: the files read.
+        ids: the annotations' task ids.
+        texts: the annotations' normalised tasks.
+        index: every user and system message of the training records.
+        splits: the train splits the annotations came from (env id and arguments).
+    """
+
+    files: list[Path] = field(default_factory=list)
+    ids: set[str] = field(default_factory=set)
+    texts: set[str] = field(default_factory=set)
+    index: TextIndex = field(default_factory=TextIndex)
+    splits: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+
+    def has_text(self, text: str) -> bool:
+        """Whether a normalised task text is an annotation's task or in a training message."""
+        return text in self.texts or self.index.contains(text)
+
+
+def _training_files(path: Path) -> tuple[list[Path], Path | None]:
+    """The JSON-lines files of ``path`` and, for a data build folder, the folder itself."""
+    if path.is_file():
+        return [path], None
+    if not path.is_dir():
+        raise LumosGymError(f"no training data at {path}")
+    if (path / "annotations").is_dir() or (path / "train").is_dir():  # a data build folder
+        files = sorted((path / "annotations").glob("*.jsonl")) + sorted(
+            (path / "train").glob("*.jsonl"))
+        return [f for f in files if not f.name.endswith(".rejected.jsonl")], path
+    return [f for f in sorted(path.glob("*.jsonl")) if not f.name.endswith(".rejected.jsonl")], None
+
+
+def _read_lines(path: Path, data: TrainingData) -> None:
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            try:
+                record = json.loads(line)
+            except ValueError:
+                continue  # a torn line: nothing to compare
+            if not isinstance(record, dict):
+                continue
+            if "subgoal_plan" in record and "task" in record:  # an annotation
+                data.ids.add(str(record.get("id")))
+                data.texts.add(normalise_text(str(record["task"])))
+            for message in record.get("messages") or ():
+                if isinstance(message, dict) and message.get("role") in ("user", "system"):
+                    data.index.add(str(message.get("content") or ""))
+
+
+def build_splits(folder: Path, num_tasks: int | None) -> list[tuple[str, dict[str, Any]]]:
+    """The train splits of a data build folder: its ``splits.json``, else the offline splits.
+
+    Without ``splits.json`` (a build made before it was written), the splits are those of this
+    lumos-gym at ``num_tasks`` (else the ``num_tasks`` of reproduce's ``.built``, else 200).
+    """
+    manifest = folder / SPLITS_FILE
+    if manifest.is_file():
+        splits = json.loads(manifest.read_text(encoding="utf-8"))["splits"]
+        return [(s["env_id"], dict(s["kwargs"])) for s in splits if s["role"] == "train"]
+    if num_tasks is None:
+        built = folder / ".built"
+        recorded = json.loads(built.read_text(encoding="utf-8") or "{}") if built.is_file() else {}
+        num_tasks = int(recorded.get("num_tasks") or 200)
+    return [(s.env_id, split_kwargs(s, num_tasks)) for s in OFFLINE_SPLITS if s.role == "train"]
+
+
+def read_training(paths: Sequence[str | Path], *, num_tasks: int | None = None) -> TrainingData:
+    """Read training data: data build folders, folders of JSON-lines files, or files.
+
+    A data build folder (``lumos-gym data build --out DIR``) gives its ``annotations/`` and
+    ``train/`` files (never ``test/``) and its train splits; another folder gives its
+    ``*.jsonl`` files. Annotation lines give their ids and tasks; record lines
+    (``{"messages": [...]}``) their user and system messages.
+
+    Raises:
+        LumosGymError: a path that does not exist, or no file to read.
+    """
+    data = TrainingData()
+    for path in map(Path, paths):
+        files, folder = _training_files(path)
+        if folder is not None:
+            data.splits += build_splits(folder, num_tasks)
+        for file in files:
+            _read_lines(file, data)
+            data.files.append(file)
+    if not data.files:
+        raise LumosGymError(f"no training file (*.jsonl) in {', '.join(map(str, paths))}")
+    return data
+
+
+# -------------------------------------------------------------------------------- the check
+@dataclass
+class EnvLeakage:
+    """What one test env shares with the training data.
+
+    Attributes:
+        env_id: the env.
+        test_tasks: its test tasks.
+        same_text: test tasks whose normalised text is in the training data.
+        same_id: test tasks whose id an annotation has.
+        train_tasks: training tasks of this env whose entities were compared (None: the env
+            has no entity reader).
+        entities: distinct entities of the test tasks.
+        shared_entities: of those, the ones a training task has.
+        world_names: names of the test world (WorldQA's page titles; 0 for other envs).
+        shared_world_names: of those, the names of a training world.
+        shared_tasks: test tasks shared with the training data (see the module docstring).
+        examples: a few shared task ids, entities and names.
+    """
+
+    env_id: str
+    test_tasks: int
+    same_text: int = 0
+    same_id: int = 0
+    train_tasks: int | None = None
+    entities: int = 0
+    shared_entities: int = 0
+    world_names: int = 0
+    shared_world_names: int = 0
+    shared_tasks: int = 0
+    examples: list[str] = field(default_factory=list)
+
+    @property
+    def clean(self) -> bool:
+        """Whether no task, entity or world name is shared."""
+        return not (self.shared_tasks or self.shared_entities or self.shared_world_names)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the counts as JSON-ready values."""
+        return {k: v for k, v in vars(self).items() if k != "env_id"} | {"clean": self.clean}
+
+
+@dataclass
+class LeakageReport:
+    """The leakage check of one training set against one set of test tasks."""
+
+    envs: list[EnvLeakage]
+    files: list[str]
+    annotations: int
+    messages: int
+
+    @property
+    def clean(self) -> bool:
+        """Whether the training data and the test tasks share no task and no entity."""
+        return all(e.clean for e in self.envs)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the report as JSON-ready values (what provenance records)."""
+        total = {key: sum(getattr(e, key) for e in self.envs) for key in (
+            "test_tasks", "same_text", "same_id", "shared_entities", "shared_world_names",
+            "shared_tasks")}
+        return {"clean": self.clean, "files": self.files, "annotations": self.annotations,
+                "messages": self.messages, "total": total,
+                "envs": {e.env_id: e.to_dict() for e in self.envs}}
+
+    def format(self) -> str:
+        """Return the report as a table with a verdict line."""
+        rows = []
+        for e in self.envs:
+            entities = "-" if e.train_tasks is None else f"{e.shared_entities} of {e.entities}"
+            world = f"{e.shared_world_names} of {e.world_names}" if e.world_names else "-"
+            rows.append([e.env_id, e.test_tasks, e.same_text, e.same_id,
+                         "-" if e.train_tasks is None else e.train_tasks, entities, world,
+                         e.shared_tasks])
+        total = self.to_dict()["total"]
+        rows.append(["total", total["test_tasks"], total["same_text"], total["same_id"], "",
+                     total["shared_entities"], total["shared_world_names"],
+                     total["shared_tasks"]])
+        head = (f"leakage: {len(self.files)} training file(s), {self.annotations} annotations, "
+                f"{self.messages} distinct training messages, against the test tasks")
+        lines = [head, table(["env", "test tasks", "same text", "same id", "train tasks",
+                              "shared entities", "shared world names", "shared tasks"], rows)]
+        if self.clean:
+            lines.append("no leakage: the training data and the test tasks share no task and "
+                         "no entity (same text alone is a shared template, not a shared task)")
+        else:
+            shown = "; ".join(f"{e.env_id}: {', '.join(e.examples)}" for e in self.envs
+                              if not e.clean)
+            lines.append(f"LEAKAGE: {total['shared_tasks']} shared task(s), "
+                         f"{total['shared_entities']} shared entities, "
+                         f"{total['shared_world_names']} shared world names ({shown})")
+        return "\n".join(lines)
+
+
+@dataclass
+class _EnvView:
+    """The tasks of one built env, each task's entities, and its world's names."""
+
+    tasks: list[Task]
+    entities: dict[str, set[str]]
+    world: set[str]
+
+
+def _view(env_id: str, kwargs: Mapping[str, Any], keep: Callable[[list[Task]], list[Task]]):
+    env = gym.make(env_id, **dict(kwargs))
+    try:
+        base = env.unwrapped
+        tasks = keep(list(base.tasks))
+        reader = ENTITY_READERS.get(env_id)
+        entities = {t.id: set(reader(base, t)) if reader else set() for t in tasks}
+        world = WORLD_READERS[env_id](base) if env_id in WORLD_READERS else set()
+    finally:
+        env.close()
+    return _EnvView(tasks, entities, world)
+
+
+def _chosen(spec: EvalTasks) -> Callable[[list[Task]], list[Task]]:
+    """The tasks an evaluation runs: the listed ids (else every task), the first ``limit``."""
+
+    def keep(tasks: list[Task]) -> list[Task]:
+        if spec.task_ids is None:
+            return tasks[: spec.limit]
+        by_id = {t.id: t for t in tasks}
+        return [by_id[t] for t in spec.task_ids if t in by_id][: spec.limit]
+
+    return keep
+
+
+def _train_view(training: TrainingData, env_id: str, log: Callable[[str], None]) -> _EnvView:
+    """The annotated tasks of ``env_id``'s train splits (every task when no annotation)."""
+    merged = _EnvView([], {}, set())
+
+    def annotated(tasks: list[Task]) -> list[Task]:
+        return [t for t in tasks if t.id in training.ids] if training.ids else tasks
+
+    for split_env, kwargs in training.splits:
+        if split_env != env_id:
+            continue
+        log(f"leakage: rebuilding the train split {env_id} {json.dumps(kwargs, sort_keys=True)}")
+        view = _view(env_id, kwargs, annotated)
+        merged.tasks += view.tasks
+        merged.entities.update(view.entities)
+        merged.world |= view.world
+    return merged
+
+
+def _compare_env(
+    training: TrainingData, spec: EvalTasks, log: Callable[[str], None]
+) -> EnvLeakage:
+    """Compare one env's test tasks with the training data."""
+    test = _view(spec.env_id, spec.kwargs, _chosen(spec))
+    report = EnvLeakage(spec.env_id, len(test.tasks))
+    texts = {t.id: normalise_text(t.question) for t in test.tasks}
+    same_text = {i for i, text in texts.items() if training.has_text(text)}
+    same_id = {t.id for t in test.tasks if t.id in training.ids}
+    shared = set(same_id)
+    if spec.env_id in ENTITY_READERS:
+        train = _train_view(training, spec.env_id, log)
+        by_text: dict[str, list[set[str]]] = {}
+        for task in train.tasks:
+            by_text.setdefault(normalise_text(task.question), []).append(train.entities[task.id])
+        train_entities = set().union(*train.entities.values()) if train.entities else set()
+        test_entities = set().union(*test.entities.values()) if test.entities else set()
+        for task_id in same_text:
+            mine = test.entities.get(task_id) or set()
+            if not mine or any(mine & theirs for theirs in by_text.get(texts[task_id], ())):
+                shared.add(task_id)
+        common = sorted(test_entities & train_entities)
+        names = sorted(test.world & train.world)
+        report.train_tasks, report.entities = len(train.tasks), len(test_entities)
+        report.shared_entities, report.world_names = len(common), len(test.world)
+        report.shared_world_names = len(names)
+        report.examples += common[:EXAMPLES] + names[:EXAMPLES]
+    else:
+        shared |= same_text
+    report.same_text, report.same_id, report.shared_tasks = (
+        len(same_text), len(same_id), len(shared))
+    report.examples = sorted(shared)[:EXAMPLES] + report.examples
+    return report
+
+
+def check_leakage(
+    training: TrainingData, tests: Sequence[EvalTasks], *,
+    log: Callable[[str], None] = lambda line: None,
+) -> LeakageReport:
+    """Compare the training data with the test tasks of every env (see the module docstring).
+
+    Args:
+        training: the training data (:func:`read_training`).
+        tests: the test tasks of each env (:func:`eval_tasks` of a suite's entries).
+        log: where progress lines go (an env's train split rebuilt).
+    """
+    envs = [_compare_env(training, spec, log) for spec in tests]
+    return LeakageReport(envs, [str(f) for f in training.files], len(training.ids),
+                         len(training.index))
+
+
+__all__ = [
+    "ENTITY_READERS",
+    "EnvLeakage",
+    "EvalTasks",
+    "LeakageReport",
+    "TextIndex",
+    "TrainingData",
+    "WORLD_READERS",
+    "build_splits",
+    "check_leakage",
+    "eval_tasks",
+    "normalise_text",
+    "read_training",
+]
