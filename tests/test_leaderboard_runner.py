@@ -522,6 +522,36 @@ def test_adapter_checksums_cover_the_weights(tmp_path):
     assert sums == {"planner": {str(folder): hashlib.sha256(b"weights").hexdigest()}}
 
 
+def test_training_cards_name_data_budget_and_seed(tmp_path):
+    """run.json carries each adapter's training card: its seed, budget and data checksums."""
+    import json
+
+    from lumos_gym.leaderboard.provenance import _training_cards, training_card
+
+    trained, bare = tmp_path / "trained", tmp_path / "bare"
+    for folder in (trained, bare):
+        folder.mkdir()
+        (folder / "adapter_model.safetensors").write_bytes(b"weights")
+    (trained / "lumos_training.json").write_text(json.dumps({
+        "config": {"base_model": "smollm2-135m", "recipe": "gpu-small", "seed": 2, "lr": 4e-4,
+                   "batch_size": 16},
+        "data_sha256": {"runs/g2/data/train/integrated.jsonl": "ab" * 32},
+        "steps": 637, "epochs": 3.15, "train_examples": 3223, "final_loss": 0.05,
+        "seconds": 300.0, "torch_version": "2.11.0", "lumos_gym_version": "0.1.0",
+    }))
+    card = training_card(trained)
+    assert card["seed"] == 2 and card["steps"] == 637 and card["recipe"] == "gpu-small"
+    assert card["data"] == {"integrated.jsonl": "ab" * 32}
+    assert training_card(bare) is None
+
+    class Adapted(ScriptedBackend):
+        def info(self):
+            adapters = {"a": str(trained), "b": str(bare)}
+            return BackendInfo("scripted", "base", {"adapters": adapters})
+
+    assert _training_cards({"policy": Adapted(lambda r: "")}) == {str(trained): card}
+
+
 def _suites_dir():
     from importlib import resources
 

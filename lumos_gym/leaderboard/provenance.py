@@ -1,7 +1,8 @@
 """Provenance: what made a run, written into ``run.json`` and ``summary.json``.
 
 :func:`provenance` records the code (version, git commit), the agent, each role's model and
-adapters (with checksums), decoding, the machine and the library versions;
+adapters (with checksums and the card of their training), decoding, the machine and the
+library versions;
 :func:`data_provenance` where each env's tasks come from, with checksums; :func:`fingerprint`
 what must match for a run to resume another. :func:`portable_paths` writes this machine's
 paths so that they travel between checkouts.
@@ -28,6 +29,7 @@ from lumos_gym.agents.base import Agent
 from lumos_gym.envs.sources import file_sha256, tasks_sha256
 from lumos_gym.jsonl import cache_root
 from lumos_gym.models.base import Backend
+from lumos_gym.training.trainer import REPORT_FILE
 
 
 def portable_paths(value: Any) -> Any:
@@ -170,6 +172,48 @@ def _adapter_checksums(backends: Mapping[str, Backend]) -> dict[str, dict[str, s
     return out
 
 
+def training_card(folder: Path) -> dict[str, Any] | None:
+    """How the adapter in ``folder`` was trained, from its ``lumos_training.json`` (if any).
+
+    The card names the base model, the recipe, the seed, the optimizer steps and batch, the
+    training files (by name, with the SHA-256 of each) and records, the loss, the time and
+    the versions that trained it: what a leaderboard row needs to say which data, budget and
+    seed made its models.
+    """
+    try:
+        report = json.loads((folder / REPORT_FILE).read_text("utf-8"))
+    except (OSError, ValueError):
+        return None
+    config = report.get("config") or {}
+    data = report.get("data_sha256") or {}
+    return {
+        "base_model": config.get("base_model"),
+        "recipe": config.get("recipe"),
+        "seed": config.get("seed"),
+        "steps": report.get("steps"),
+        "batch_size": config.get("batch_size"),
+        "lr": config.get("lr"),
+        "epochs": report.get("epochs"),
+        "data": {Path(str(name)).name: digest for name, digest in sorted(data.items())},
+        "train_examples": report.get("train_examples"),
+        "final_loss": report.get("final_loss"),
+        "seconds": report.get("seconds"),
+        "torch": report.get("torch_version"),
+        "lumos_gym": report.get("lumos_gym_version"),
+    }
+
+
+def _training_cards(backends: Mapping[str, Backend]) -> dict[str, dict[str, Any]]:
+    """Adapter folder → :func:`training_card`, for the adapters that have a report."""
+    cards: dict[str, dict[str, Any]] = {}
+    for backend in backends.values():
+        for folder in dict(backend.info().details.get("adapters") or {}).values():
+            card = training_card(Path(str(folder)))
+            if card is not None:
+                cards[str(folder)] = card
+    return dict(sorted(cards.items()))
+
+
 def provenance(
     agent: Agent, backends: Mapping[str, Backend], argv: Sequence[str] | None
 ) -> dict[str, Any]:
@@ -197,6 +241,7 @@ def provenance(
         "backend": sorted({info["backend"] for info in backend_info.values()}),
         "models": {role: info["model_id"] for role, info in backend_info.items()},
         "adapters": _adapter_checksums(backends),
+        "training": _training_cards(backends),
         "hardware": _hardware(),
         "python": sys.version.split()[0],
         "platform": platform.platform(),
