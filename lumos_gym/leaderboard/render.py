@@ -54,6 +54,8 @@ from lumos_gym.leaderboard.attribution import (
     counterfactual_kind,
     table_rows,
 )
+from lumos_gym.leaderboard.cards import cards_markdown, seeds_markdown
+from lumos_gym.leaderboard.claims import claims_markdown
 from lumos_gym.leaderboard.plan import plan_env, spec_key
 from lumos_gym.leaderboard.results import (
     SCORE_RULE,
@@ -577,6 +579,8 @@ def render_markdown(board: Board) -> str:
     ]
     lines += _md_table(headers, rows, right=1)
     lines += paired_markdown(board)
+    lines += _claims_md(board)
+    lines += seeds_markdown(board.entries, board.envs, short_env)
     lines += _attribution_md(board)
     reported = board.reported
     names = [d["name"] for d in reported.datasets]
@@ -590,6 +594,7 @@ def render_markdown(board: Board) -> str:
     rows = [[r["agent"] + (" (cited)" if r.get("cited") else ""), "reported",
              *[_reported_value(reported, r, n) for n in names]] for r in reported.rows]
     lines += _md_table(["agent", "kind", *names], rows, right=0)
+    lines += cards_markdown([e for e in board.entries if not e.ceiling])
     return "\n".join(lines) + "\n"
 
 
@@ -986,6 +991,8 @@ def render_html(board: Board, out: Path) -> list[Path]:
         f'<div class="wrap"><table id="measured" class="sortable"><thead><tr>{"".join(heads)}'
         f'</tr></thead><tbody>{"".join(rows)}</tbody></table></div>'
         + paired_html(board)
+        + markdown_section_html(_claims_md(board))
+        + markdown_section_html(seeds_markdown(board.entries, board.envs, short_env))
         + _attribution_html(board, out)
         + "<h2>Reported (Lumos paper)</h2>"
         f'<p class="note">Never ranked. {_e(board.reported.note)} '
@@ -993,10 +1000,55 @@ def render_html(board: Board, out: Path) -> list[Path]:
         f"paper. Source: {_e(board.reported.source)}</p>"
         f'<div class="wrap"><table id="reported" class="sortable"><thead><tr>{"".join(rheads)}'
         f'</tr></thead><tbody>{"".join(rrows)}</tbody></table></div>'
+        + markdown_section_html(cards_markdown([e for e in board.entries if not e.ceiling]))
         + (f"<h2>Warnings</h2><ul>{warnings}</ul>" if warnings else "")
     )
     out.write_text(_page("lumos-gym leaderboard", body, _BOARD_JS), encoding="utf-8")
     return [out, *written]
+
+
+def markdown_section_html(lines: Sequence[str]) -> str:
+    """The HTML of a section this module wrote as Markdown lines.
+
+    Headings, paragraphs, ``- `` list items and pipe tables (the separator line dropped);
+    the text is escaped, Markdown's escapes and backticks removed.
+    """
+    def text(value: str) -> str:
+        return _e(value.replace("\\*", "*").replace("\\|", "|").replace("`", ""))
+
+    parts: list[str] = []
+    table: list[list[str]] = []
+    items: list[str] = []
+
+    def flush() -> None:
+        if table:
+            head = "".join(f"<th>{text(c)}</th>" for c in table[0])
+            body = "".join("<tr>" + "".join(f"<td>{text(c)}</td>" for c in row) + "</tr>"
+                           for row in table[1:])
+            parts.append(f'<div class="wrap"><table class="sortable"><thead><tr>{head}</tr>'
+                         f"</thead><tbody>{body}</tbody></table></div>")
+            table.clear()
+        if items:
+            parts.append("<ul>" + "".join(f"<li>{text(i)}</li>" for i in items) + "</ul>")
+            items.clear()
+
+    for line in lines:
+        if line.startswith("|"):
+            cells = [c.strip() for c in re.split(r"(?<!\\)\|", line.strip())[1:-1]]
+            if not all(set(c) <= set("-:") for c in cells):
+                table.append(cells)
+            continue
+        if line.startswith("- "):
+            items.append(line[2:])
+            continue
+        flush()
+        if line.startswith("#"):
+            level = min(len(line) - len(line.lstrip("#")), 4)
+            parts.append(f"<h{level}>{text(line.lstrip('#').strip())}</h{level}>")
+        elif line.strip():
+            parts.append(f'<p class="note">{text(line)}</p>')
+    flush()
+    return "".join(parts)
 
 
 def _run_slugs(entries: Sequence[Entry]) -> list[str]:
@@ -1209,6 +1261,16 @@ def paired_markdown(board: Board) -> list[str]:
             f"Each cell: the row's primary metric minus `{name}`'s, `difference [95% interval] "
             f"p`; \\* marks a difference whose interval excludes 0. {PAIRED_NOTE}", "",
             *_md_table(headers, rows, right=1)]
+
+
+def _claims_md(board: Board) -> list[str]:
+    """The paper's claims measured against the reference row (none without a reference)."""
+    paired = board.paired
+    if paired is None:
+        return []
+    agents = {e.name: e.agent for e in board.entries if not e.ceiling}
+    return claims_markdown(paired.reference.name, paired.reference.agent, paired.comparisons,
+                           agents, board.reported.rows, short_env, diff_text)
 
 
 def paired_csv_rows(board: Board) -> list[list[Any]]:

@@ -1,0 +1,201 @@
+"""Run cards and training seeds: what made each row, and the spread that training alone causes.
+
+A row's *card* (read from its ``run.json``) names the commit and backend that scored it and,
+for each adapter, the training card that :mod:`lumos_gym.leaderboard.provenance` recorded: the
+base model, the recipe, the seed, the optimizer steps and batch, and the training files with
+their checksums.
+
+Rows whose cards agree on everything but the seed (the same agent, base model, recipe, steps,
+batch, learning rate and training files) are one agent trained with several seeds:
+:func:`seed_groups` finds them, and :func:`seed_spread` gives, per env and for the suite score,
+the mean over the seeds, the standard deviation between them and their range. That range is
+the noise floor of a comparison: a difference between two agents smaller than the spread of
+one agent's seeds says more about the luck of a training run than about the recipe.
+
+The functions read rows through :class:`Row` (what a leaderboard entry offers), so that the
+renderer can use them without this module importing it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+#: The card fields that must agree for two rows to be seeds of one agent.
+SAME_BUDGET = ("base_model", "recipe", "steps", "batch_size", "lr", "data")
+
+
+class Row(Protocol):
+    """What the cards read of a leaderboard row."""
+
+    name: str
+    cells: Mapping[str, Any]
+    score: Mapping[str, Any]
+
+    @property
+    def run(self) -> dict[str, Any]: ...  # noqa: D102 - the row's run.json
+
+    @property
+    def agent(self) -> str: ...  # noqa: D102 - the agent's name
+
+    @property
+    def ceiling(self) -> bool: ...  # noqa: D102 - whether it reads gold data
+
+
+def role_cards(run: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """Role → the training card of the adapter that role runs (roles without one left out).
+
+    A role's adapter is the one its backend runs: a backend loaded with several adapters
+    (a planner and a grounder on one model) names the one it uses under ``details.adapter``.
+    """
+    cards = run.get("training") or {}
+    out: dict[str, dict[str, Any]] = {}
+    for role, folders in sorted((run.get("adapters") or {}).items()):
+        details = ((run.get("backends") or {}).get(role) or {}).get("details") or {}
+        named = details.get("adapters") or {}
+        chosen = named.get(details.get("adapter")) if isinstance(named, Mapping) else None
+        for folder in [chosen] if chosen in folders else list(folders):
+            if folder in cards:
+                out[role] = cards[folder]
+                break
+    return out
+
+
+def training_seeds(run: Mapping[str, Any]) -> list[int]:
+    """The distinct training seeds of a run's adapters (empty: no training cards)."""
+    return sorted({c["seed"] for c in role_cards(run).values() if c.get("seed") is not None})
+
+
+def card_text(run: Mapping[str, Any]) -> str:
+    """One line naming what scored the run and what trained its adapters."""
+    git = run.get("git") or {}
+    commit = str(git.get("commit") or "?")[:7] + (" (dirty)" if git.get("dirty") else "")
+    backends = ", ".join(run.get("backend") or []) or "?"
+    parts = [f"scored at {commit} on {backends}"]
+    for role, card in role_cards(run).items():
+        files = (card.get("data") or {}).items()
+        data = ", ".join(f"{name} {digest[:8]}" for name, digest in files)
+        parts.append(
+            f"{role}: {card.get('recipe')} seed {card.get('seed')}, {card.get('steps')} steps of "
+            f"{card.get('batch_size')}, {card.get('train_examples')} records ({data or 'no data'})"
+        )
+    if len(parts) == 1:
+        parts.append("no training card (shipped or untrained models, or an older run)")
+    return "; ".join(parts)
+
+
+def _budget_key(row: Row) -> str | None:
+    cards = role_cards(row.run)
+    if not cards or row.ceiling:
+        return None
+    same = {role: {k: card.get(k) for k in SAME_BUDGET} for role, card in cards.items()}
+    return repr((row.agent, sorted(same.items(), key=lambda item: item[0])))
+
+
+@dataclass
+class SeedGroup:
+    """Rows of one agent trained on the same data and budget with different seeds."""
+
+    agent: str
+    rows: list[Row]
+    seeds: list[int]
+
+
+def seed_groups(rows: Sequence[Row]) -> list[SeedGroup]:
+    """The groups of at least two rows that differ only in their training seed.
+
+    Two rows with the same seed (the same models scored twice) count once, by the first.
+    """
+    grouped: dict[str, list[Row]] = {}
+    for row in rows:
+        key = _budget_key(row)
+        if key is not None:
+            grouped.setdefault(key, []).append(row)
+    groups = []
+    for members in grouped.values():
+        kept: dict[tuple[int, ...], Row] = {}
+        for row in members:
+            kept.setdefault(tuple(training_seeds(row.run)), row)
+        if len(kept) >= 2:
+            seeds = sorted({s for key in kept for s in key})
+            groups.append(SeedGroup(members[0].agent, list(kept.values()), seeds))
+    return groups
+
+
+@dataclass
+class Spread:
+    """One env's (or the suite score's) values over a group's seeds."""
+
+    values: list[float]
+
+    @property
+    def mean(self) -> float:
+        """The mean over seeds."""
+        return sum(self.values) / len(self.values)
+
+    @property
+    def sd(self) -> float:
+        """The sample standard deviation between seeds."""
+        m = self.mean
+        return math.sqrt(sum((v - m) ** 2 for v in self.values) / (len(self.values) - 1))
+
+    @property
+    def range(self) -> float:
+        """The largest minus the smallest seed's value."""
+        return max(self.values) - min(self.values)
+
+
+def seed_spread(group: SeedGroup, envs: Sequence[str]) -> dict[str, Spread]:
+    """``"suite"`` and each env every row of the group has → its :class:`Spread`."""
+    spread = {"suite": Spread([float(row.score["mean"]) for row in group.rows])}
+    for env_id in envs:
+        if all(env_id in row.cells for row in group.rows):
+            spread[env_id] = Spread([float(row.cells[env_id].mean) for row in group.rows])
+    return spread
+
+
+SEEDS_NOTE = (
+    "Rows of one agent trained on the same data and budget with different seeds (their cards "
+    "agree on everything but the seed). Each cell: `mean ± sd (range)` over the seeds. The range "
+    "is the noise floor of training: a difference between two agents that is smaller than it "
+    "could come from the seed alone."
+)
+
+
+def seeds_markdown(rows: Sequence[Row], envs: Sequence[str], short: Any) -> list[str]:
+    """The Markdown section of the seed groups (none without groups)."""
+    groups = seed_groups(rows)
+    if not groups:
+        return []
+    headers = ["agent", "runs", "seeds", "suite score", *[short(e) for e in envs]]
+    table = []
+    for group in groups:
+        spread = seed_spread(group, envs)
+        cells = [_spread_text(spread.get(key)) for key in ("suite", *envs)]
+        table.append([group.agent, ", ".join(r.name for r in group.rows),
+                      ", ".join(map(str, group.seeds)), *cells])
+    lines = ["", "## Training seeds", "", SEEDS_NOTE, ""]
+    lines.append("| " + " | ".join(headers) + " |")
+    lines.append("|" + "|".join("---" for _ in headers) + "|")
+    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in table]
+    return lines
+
+
+def _spread_text(spread: Spread | None) -> str:
+    if spread is None:
+        return "-"
+    return f"{spread.mean:.3f} ± {spread.sd:.3f} ({spread.range:.3f})"
+
+
+def cards_markdown(rows: Sequence[Row]) -> list[str]:
+    """The Markdown section naming what scored each row and what trained its models."""
+    if not rows:
+        return []
+    lines = ["", "## Run cards", "",
+             "What scored each row (commit, backend) and what trained its adapters (recipe, "
+             "seed, optimizer steps of a batch, training records, and each training file with "
+             "the first 8 hex digits of its SHA-256), from its `run.json`.", ""]
+    lines += [f"- `{row.name}` ({row.agent}): {card_text(row.run)}" for row in rows]
+    return lines

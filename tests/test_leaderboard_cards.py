@@ -1,0 +1,199 @@
+"""Run cards, training-seed groups and the paper's claims on the leaderboard."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from lumos_gym.leaderboard.cards import (
+    card_text,
+    role_cards,
+    seed_groups,
+    seed_spread,
+    seeds_markdown,
+    training_seeds,
+)
+from lumos_gym.leaderboard.claims import (
+    CLAIMS,
+    claim_rows,
+    claims_markdown,
+    flipped,
+    paper_differences,
+    verdict,
+)
+from lumos_gym.leaderboard.render import (
+    diff_text,
+    load_board,
+    markdown_section_html,
+    render_markdown,
+    short_env,
+)
+from lumos_gym.leaderboard.stats import MCNEMAR, Comparison, PairedDiff
+
+
+def _card(seed, data="integrated.jsonl", steps=637):
+    return {"base_model": "smollm2-135m", "recipe": "gpu-small", "seed": seed, "steps": steps,
+            "batch_size": 16, "lr": 4e-4, "data": {data: "ab" * 32}, "train_examples": 3223}
+
+
+def _run(cards: dict[str, dict[str, Any]], chosen: dict[str, str] | None = None):
+    """A run.json: role → its adapter folder's card (``chosen``: the folder a role runs)."""
+    folders = {role: f"~/models/{role}" for role in cards}
+    return {
+        "git": {"commit": "0123456789abcdef", "dirty": False}, "backend": ["openvino"],
+        "adapters": {role: {folders[role]: "ff" * 32} for role in cards},
+        "backends": {role: {"details": {"adapter": role, "adapters": folders}} for role in cards},
+        "training": {folders[role]: card for role, card in cards.items()},
+    }
+
+
+@dataclass
+class _Cell:
+    mean: float
+
+
+@dataclass
+class _Row:
+    name: str
+    agent: str
+    run: dict[str, Any]
+    score: dict[str, Any]
+    cells: dict[str, _Cell] = field(default_factory=dict)
+    ceiling: bool = False
+
+
+def _row(name, agent, seed, suite, envs, **card):
+    return _Row(name, agent, _run({"policy": _card(seed, **card)}), {"mean": suite},
+                {e: _Cell(v) for e, v in envs.items()})
+
+
+def test_role_cards_follow_the_adapter_each_role_runs():
+    run = _run({"planner": _card(1, "plan.jsonl"), "grounder": _card(1, "ground.jsonl")})
+    # both backends hold both adapters (one model, two LoRAs); each role runs its own
+    both = dict(run["backends"]["planner"]["details"]["adapters"])
+    for role in ("planner", "grounder"):
+        run["backends"][role]["details"]["adapters"] = both
+        run["adapters"][role] = {folder: "ff" * 32 for folder in both.values()}
+    cards = role_cards(run)
+    assert cards["planner"]["data"] == {"plan.jsonl": "ab" * 32}
+    assert cards["grounder"]["data"] == {"ground.jsonl": "ab" * 32}
+    assert training_seeds(run) == [1]
+    text = card_text(run)
+    assert "scored at 0123456 on openvino" in text
+    assert "planner: gpu-small seed 1, 637 steps" in text
+    assert "plan.jsonl abababab" in text
+    assert "no training card" in card_text({"git": {}, "backend": ["hf"]})
+
+
+def test_seed_groups_join_rows_that_differ_only_in_the_seed():
+    envs = ["lumos/A-v0", "lumos/B-v0"]
+    rows = [
+        _row("integrated", "integrated", 0, 0.50, {envs[0]: 0.4, envs[1]: 0.6}),
+        _row("integrated-s1", "integrated", 1, 0.40, {envs[0]: 0.2, envs[1]: 0.6}),
+        _row("integrated-s2", "integrated", 2, 0.45, {envs[0]: 0.3}),
+        _row("integrated-again", "integrated", 2, 0.44, {envs[0]: 0.3}),  # seed 2 scored twice
+        _row("integrated-short", "integrated", 3, 0.1, {}, steps=110),  # another budget
+        _row("react", "react", 0, 0.3, {}, data="react.jsonl"),  # another agent, alone
+    ]
+    (group,) = seed_groups(rows)
+    assert group.agent == "integrated" and group.seeds == [0, 1, 2]
+    assert [r.name for r in group.rows] == ["integrated", "integrated-s1", "integrated-s2"]
+    spread = seed_spread(group, envs)
+    assert set(spread) == {"suite", envs[0]}  # B is missing from one seed
+    assert spread["suite"].mean == pytest.approx(0.45)
+    assert spread["suite"].sd == pytest.approx(0.05)
+    assert spread[envs[0]].range == pytest.approx(0.2)
+    lines = seeds_markdown(rows, envs, short_env)
+    assert lines[1] == "## Training seeds"
+    row = ("| integrated | integrated, integrated-s1, integrated-s2 | 0, 1, 2 "
+           "| 0.450 ± 0.050 (0.100)")
+    assert row in "\n".join(lines)
+    assert seeds_markdown(rows[4:], envs, short_env) == []
+
+
+def _diff(d, low, high, n=10):
+    return PairedDiff(n, 0.5 + d, 0.5, d, [low, high], MCNEMAR, 0.01, (3, 1))
+
+
+def test_claim_verdicts_read_the_intervals_from_lumos_i():
+    # the board's comparisons are row minus reference; the claims turn them round
+    row_minus_lumos = {"lumos/A-v0": _diff(-0.3, -0.5, -0.1),
+                       "lumos/B-v0": _diff(0.2, 0.1, 0.3),
+                       "lumos/C-v0": _diff(0.0, -0.1, 0.1), "lumos/D-v0": _diff(0, 0, 0, n=0)}
+    comparison = Comparison(row_minus_lumos, {}, {}, _diff(-0.1, -0.2, 0.0), None)
+    agents = {"int": "integrated", "o": "lumos-o"}
+    (claim_a, claim_b) = CLAIMS
+    ((agent, v),) = claim_rows(claim_a, "lumos-i", {"int": comparison}, agents)
+    assert agent == "integrated" and v.row == "int"
+    assert (v.ahead, v.behind, v.undecided) == (["lumos/A-v0"], ["lumos/B-v0"], ["lumos/C-v0"])
+    assert v.suite.diff == pytest.approx(0.1) and v.suite.ci95 == [-0.0, 0.2]
+    assert flipped(v.suite) == comparison.suite
+    assert claim_rows(claim_b, "lumos-i", {"int": comparison}, agents) == []
+    assert claim_rows(claim_a, "react", {"int": comparison}, agents) == []
+    assert verdict("x", v.suite, {}).ahead == []
+
+
+def test_claims_section_sets_the_paper_beside_the_measured_rows():
+    from lumos_gym.leaderboard.render import reported_numbers
+
+    rows = reported_numbers().rows
+    # the paper's baseline table: Lumos-I 47.1 and Integrated 45.5 on GSM8K, CoT 40.4
+    assert "GSM8K +1.6" in paper_differences(rows, "integrated")
+    assert "GSM8K +6.7" in paper_differences(rows, "cot")
+    assert "GSM8K -3.4" in paper_differences(rows, "lumos-o")
+    assert paper_differences(rows, "direct") == "not reported"
+    comparison = Comparison({"lumos/A-v0": _diff(-0.3, -0.5, -0.1)}, {}, {},
+                            _diff(-0.3, -0.5, -0.1), None)
+    lines = claims_markdown("li", "lumos-i", {"cot": comparison}, {"cot": "cot"}, rows,
+                            short_env, diff_text)
+    text = "\n".join(lines)
+    assert "## The paper's claims, measured" in text
+    assert "| (a) | cot | `cot` | GSM8K +6.7" in text and "| 1: A-v0 | 0 | 0 |" in text
+    assert "| (a) | integrated | not measured |" in text and "(c) Generalisation" in text
+    assert claims_markdown("x", "react", {}, {}, rows, short_env, diff_text) == []
+
+
+def test_the_rendered_board_carries_cards_and_seeds(tmp_path):
+    """Two results folders of one agent whose run.json differ in their adapters' seed."""
+    from conftest import ScriptedBackend
+
+    from lumos_gym.leaderboard.evaluate import RunConfig, evaluate
+    from lumos_gym.models.factory import ModelOptions
+
+    out = tmp_path / "direct"
+    evaluate(RunConfig("direct", envs=["GSM8K-v0"], limit=2, out=out, progress=False,
+                       backends={"policy": ScriptedBackend(lambda request: "42")},
+                       models=ModelOptions(batch_size=1)))
+    run = json.loads((out / "run.json").read_text())
+    folders = []
+    for seed in (0, 1):
+        copy = tmp_path / f"direct-s{seed}"
+        copy.mkdir()
+        for name in ("episodes.jsonl", "summary.json"):
+            (copy / name).write_bytes((out / name).read_bytes())
+        card = _run({"policy": _card(seed, data="direct.jsonl")})
+        changed = {**run, **{k: card[k] for k in ("adapters", "training")}}
+        changed["fingerprint"] = {**run["fingerprint"], "adapters": card["adapters"]}
+        (copy / "run.json").write_text(json.dumps(changed))
+        folders.append(copy)
+    md = render_markdown(load_board(folders))
+    assert "## Training seeds" in md and "| direct | direct-s0, direct-s1 | 0, 1 |" in md
+    cards = md.split("## Run cards")[1]
+    assert "- `direct-s1` (direct): scored at" in cards and "seed 1, 637 steps of 16" in cards
+    from lumos_gym.leaderboard.render import render_html
+
+    page = render_html(load_board(folders), tmp_path / "site" / "board.html")[0].read_text()
+    assert "<h2>Training seeds</h2>" in page and "<td>direct-s0, direct-s1</td>" in page
+    assert "<h2>Run cards</h2>" in page and "<li>direct-s1 (direct): scored at" in page
+
+
+def test_markdown_sections_become_html():
+    html = markdown_section_html(["", "## Title", "", "Some `code` and a \\* mark.", "",
+                                  "| a | b \\| c |", "|---|---|", "| 1 | <x> |", "- item"])
+    assert html == ('<h2>Title</h2><p class="note">Some code and a * mark.</p>'
+                    '<div class="wrap"><table class="sortable"><thead><tr><th>a</th>'
+                    "<th>b | c</th></tr></thead><tbody><tr><td>1</td><td>&lt;x&gt;</td></tr>"
+                    "</tbody></table></div><ul><li>item</li></ul>")
