@@ -36,6 +36,12 @@ def add_reproduce(sub: argparse._SubParsersAction) -> None:
                    "(e.g. on a GPU machine without the envs)")
     p.add_argument("--parallel", type=int, default=1,
                    help="models trained at once, each in its own process")
+    p.add_argument("--families", default="",
+                   help="train on these env families' records alone (comma-separated: math, qa, "
+                   "code, web, multimodal, games): the domain-specific agents")
+    p.add_argument("--leave-out", default="",
+                   help="train without these env families' records (comma-separated), which "
+                   "become unseen tasks for the agents")
     p.add_argument("--no-base", action="store_true", help="do not score the untrained base")
     p.add_argument("--ship", action="store_true",
                    help="copy the Lumos-I adapters and their card into the package")
@@ -49,12 +55,13 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     from lumos_gym.workflows.reproduce import render_report, reproduce_offline, ship_reference
 
     logging.basicConfig(level=logging.INFO, format="%(message)s")
-    agents = [a.strip() for a in args.agents.split(",") if a.strip()]
+    agents = _names(args.agents)
     report = reproduce_offline(
         args.out, agents=agents, num_tasks=args.num_tasks, seed=args.seed,
         base_model=args.base_model, threads=args.threads, batch_size=args.batch_size,
         include_base=not args.no_base, progress=not args.no_progress, budget=args.budget,
-        until=args.until, parallel=args.parallel,
+        until=args.until, parallel=args.parallel, only_families=_names(args.families),
+        leave_out=_names(args.leave_out),
     )
     if args.until == "data":
         print(f"data: {report['data']}")
@@ -69,3 +76,8 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
             raise LumosGymError("--ship copies the Lumos-I adapters: include lumos-i in --agents")
         print(f"shipped: {ship_reference(args.out)}")
     return 0
+
+
+def _names(text: str) -> list[str]:
+    """The names of a comma-separated list (empty items dropped)."""
+    return [name.strip() for name in text.split(",") if name.strip()]

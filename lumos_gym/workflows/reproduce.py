@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,7 +34,7 @@ from typing import Any
 
 from lumos_gym.conversion.leakage import check_leakage, eval_tasks, read_training
 from lumos_gym.conversion.pipeline import build_offline_data
-from lumos_gym.envs.registration import fill_from_families
+from lumos_gym.envs.registration import families, fill_from_families
 from lumos_gym.jsonl import write_json_atomic
 from lumos_gym.leaderboard.evaluate import RunConfig, evaluate
 from lumos_gym.leaderboard.plan import task_group
@@ -102,6 +103,34 @@ BUDGETS: dict[str, Budget] = {
     "gpu": Budget("gpu", None, GPU_TRAINING, epochs=GPU_EPOCHS),
 }
 """The budgets ``reproduce offline --budget`` knows."""
+
+
+def family_mix(
+    mix: Mapping[str, int] | None, *, only: Sequence[str] = (), leave_out: Sequence[str] = ()
+) -> Mapping[str, int] | None:
+    """``mix`` cut to the domains of the env families ``only``, or without those of ``leave_out``.
+
+    A family's domains are the record domains of its :class:`~lumos_gym.envs.families.Family`
+    (``mix``): ``web`` is the shop and Mind2Web's records, ``games`` TextWorld's and ALFWorld's.
+    ``mix=None`` (every record) keeps every record of the families kept. Training on one
+    family gives the domain-specific agents of the paper's generalisation claim; leaving one
+    out gives an agent for which that family is unseen.
+
+    Raises:
+        TrainingError: an unknown family, or both ``only`` and ``leave_out``.
+    """
+    if not only and not leave_out:
+        return mix
+    if only and leave_out:
+        raise TrainingError("name the families to train on or those to leave out, not both")
+    known = {family.name: tuple(family.mix) for family in families()}
+    unknown = [name for name in (*only, *leave_out) if name not in known]
+    if unknown:
+        raise TrainingError(f"unknown env families {unknown}; families: {', '.join(known)}")
+    base = dict(mix) if mix is not None else {"*": sys.maxsize}
+    if only:
+        return {d: base.get(d, base.get("*", 0)) for name in only for d in known[name]}
+    return {**base, **{d: 0 for name in leave_out for d in known[name]}}
 
 
 def budget_steps(records: int, *, epochs: float, batch_size: int) -> int:
@@ -380,6 +409,8 @@ def reproduce_offline(
     parallel: int = 1,
     progress: bool = True,
     agent_config: Any = None,
+    only_families: Sequence[str] = (),
+    leave_out: Sequence[str] = (),
     log: Callable[[str], None] = print,
 ) -> dict[str, Any]:
     """Run every step (see the module docstring) and return the report data.
@@ -404,13 +435,15 @@ def reproduce_offline(
         parallel: models trained at once (each in its own process; on one GPU).
         progress: show progress bars.
         agent_config: the agents' config (rounds, decoding...), ``None`` for the defaults.
+        only_families: train on these env families' records alone (:func:`family_mix`).
+        leave_out: train without these env families' records (they become unseen tasks).
         log: where step lines go.
 
     Raises:
         TrainingError: an unknown agent or budget, or anything training checks.
     """
     chosen = _chosen_budget(agents, budget, until)
-    mix = chosen.mix if mix is None else mix
+    mix = family_mix(chosen.mix if mix is None else mix, only=only_families, leave_out=leave_out)
     out = Path(out)
     data, formats, files = _build_inputs(out, agents, num_tasks=num_tasks, seed=seed, mix=mix,
                                          log=log)
@@ -434,6 +467,7 @@ def reproduce_offline(
     report = {
         "agents": list(agents), "base_model": base_model, "num_tasks": num_tasks, "seed": seed,
         "budget": budget, "mix": dict(mix) if mix is not None else "all", "training": settings,
+        "families": {"only": list(only_families), "leave_out": list(leave_out)},
         "suite": [{"env_id": e.env_id, "kwargs": dict(e.kwargs), "limit": e.limit} for e in suite],
         "scores": table, "models": trained,
         "qa_tool": str(qa_tool) if qa_tool is not None else None, "leakage": leakage,
