@@ -197,3 +197,33 @@ def test_markdown_sections_become_html():
                     '<div class="wrap"><table class="sortable"><thead><tr><th>a</th>'
                     "<th>b | c</th></tr></thead><tbody><tr><td>1</td><td>&lt;x&gt;</td></tr>"
                     "</tbody></table></div><ul><li>item</li></ul>")
+
+
+def test_a_published_folder_may_hold_its_episodes_gzipped(tmp_path, capsys):
+    """episodes.jsonl.gz reads, ranks and validates as the plain file does."""
+    import gzip
+
+    from lumos_gym.cli import main
+    from lumos_gym.leaderboard.evaluate import RunConfig, evaluate
+    from lumos_gym.leaderboard.render import render_html, validate
+    from lumos_gym.leaderboard.results import ResultsError, read_results
+
+    plain = tmp_path / "oracle"
+    evaluate(RunConfig("oracle", envs=["GSM8K-v0"], limit=3, out=plain, progress=False))
+    packed = tmp_path / "published" / "oracle"
+    packed.mkdir(parents=True)
+    for name in ("run.json", "summary.json"):
+        (packed / name).write_bytes((plain / name).read_bytes())
+    (packed / "episodes.jsonl.gz").write_bytes(gzip.compress((plain / "episodes.jsonl")
+                                                             .read_bytes()))
+    assert read_results(packed).records == read_results(plain).records
+    assert validate([packed])[1] == []
+    assert render_markdown(load_board([packed])) == render_markdown(load_board([plain]))
+    written = render_html(load_board([packed]), tmp_path / "site" / "b.html", trajectories=False)
+    assert len(written) == 1 and "trajectories" not in written[0].read_text().split("<h2")[0]
+    assert main(["leaderboard", str(packed), "--format", "html", "--no-trajectories", "--out",
+                 str(tmp_path / "site2")]) == 0
+    assert "trajectory pages" not in capsys.readouterr().out
+    (packed / "episodes.jsonl.gz").write_bytes(b"not gzip")
+    with pytest.raises(ResultsError, match="not a readable gzip file"):
+        read_results(packed)

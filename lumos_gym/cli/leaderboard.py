@@ -151,6 +151,8 @@ def add_leaderboard(sub: argparse._SubParsersAction) -> None:
                    "without it)")
     p.add_argument("--suite", default=None,
                    help="columns: this suite's envs; with --validate: the suite the runs must be")
+    p.add_argument("--no-trajectories", action="store_true",
+                   help="html: the board page alone, without a trajectory page per run and env")
     p.add_argument("--validate", action="store_true",
                    help="check the results folders instead of rendering them")
     p.add_argument("--reference", default=None, metavar="RUN",
@@ -178,7 +180,7 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
         print(f"lumos-gym leaderboard: warning: {message}", file=sys.stderr)
     if args.reference is not None:
         attach_reference(board, args.reference)
-    written = write_board(board, args.format, args.out)
+    written = write_board(board, args.format, args.out, trajectories=not args.no_trajectories)
     if isinstance(written, str):
         print(written, end="")
     else:

@@ -64,6 +64,7 @@ from lumos_gym.leaderboard.results import (
     comparable,
     differences,
     env_kind,
+    episodes_path,
     keys_sha256,
     metrics_for,
     read_results,
@@ -89,7 +90,7 @@ PROVENANCE_KEYS = (
 #: Keys of each env in run.json's ``envs``.
 ENV_PROVENANCE_KEYS = ("env_id", "kwargs", "version", "task_type", "primary_metric", "split",
                        "data", "task_ids", "seeds")
-_RESULT_FILES = ("episodes.jsonl", "summary.json", "run.json")
+_RESULT_FILES = ("episodes.jsonl", "episodes.jsonl.gz", "summary.json", "run.json")
 _IMAGE_PREFIXES = ("data:image/png;", "data:image/jpeg;", "data:image/gif;", "data:image/webp;")
 _IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".gif", ".webp")
 
@@ -188,7 +189,7 @@ def load_results_dir(path: str | Path) -> ResultsDir:
     folder = Path(path)
     run = _read_json(folder / "run.json")
     result = ResultsDir(folder, run)
-    if (folder / "episodes.jsonl").is_file():
+    if episodes_path(folder) is not None:
         try:
             read = read_results(folder)
         except ResultsError as e:
@@ -962,7 +963,7 @@ def render_viewer(entry: Entry, env_id: str, page: Path, board_page: Path) -> st
     return _page(f"{entry.name} on {short_env(env_id)}", body, _VIEWER_JS)
 
 
-def render_html(board: Board, out: Path) -> list[Path]:
+def render_html(board: Board, out: Path, *, trajectories: bool = True) -> list[Path]:
     """Write the leaderboard page ``out`` and a viewer page per run and env beside it.
 
     Viewer pages go to ``<out stem>-trajectories/<run>/<env>.html``. Returns every file
@@ -973,7 +974,7 @@ def render_html(board: Board, out: Path) -> list[Path]:
     written: list[Path] = []
     rows = []
     for entry, slug in zip(board.entries, _run_slugs(board.entries), strict=True):
-        pages = _write_viewers(board, entry, folder / slug, out)
+        pages = _write_viewers(board, entry, folder / slug, out) if trajectories else {}
         written += pages.values()
         rows.append(_measured_row(board, entry, pages, out))
     heads = _measured_heads(board)
@@ -993,7 +994,7 @@ def render_html(board: Board, out: Path) -> list[Path]:
         + paired_html(board)
         + markdown_section_html(_claims_md(board))
         + markdown_section_html(seeds_markdown(board.entries, board.envs, short_env))
-        + _attribution_html(board, out)
+        + _attribution_html(board, out, links=trajectories)
         + "<h2>Reported (Lumos paper)</h2>"
         f'<p class="note">Never ranked. {_e(board.reported.note)} '
         f"Values: the paper's percentages / {board.reported.scale:g}; ≈: approximate in the "
@@ -1109,6 +1110,10 @@ def _measured_row(board: Board, entry: Entry, pages: Mapping[str, Path], out: Pa
         cell = entry.cells.get(env_id)
         if cell is None:
             cells.append('<td class="num" data-value="">-</td>')
+            continue
+        if env_id not in pages:  # rendered without trajectory pages
+            cells.append(f'<td class="num" data-value="{cell.mean!r}">{_num(cell.mean)} '
+                         f'<span class="ci">{_ci(cell.ci95)}</span></td>')
             continue
         href = quote(os.path.relpath(pages[env_id], out.parent).replace(os.sep, "/"))
         cells.append(
@@ -1431,7 +1436,7 @@ def _attribution_md(board: Board) -> list[str]:
     return lines[:-1]
 
 
-def _attribution_html(board: Board, out: Path) -> str:
+def _attribution_html(board: Board, out: Path, *, links: bool = True) -> str:
     """The HTML section of module attribution (empty without counterfactual runs).
 
     Each env name links to the run's trajectory page there, filtered to its failed episodes'
@@ -1448,7 +1453,7 @@ def _attribution_html(board: Board, out: Path) -> str:
         rows = []
         for env_id, row in zip(attribution.envs, table_rows(attribution), strict=True):
             name = _e(row[0])
-            if env_id != "all":
+            if env_id != "all" and links:
                 page = f"{folder}/{slugs[attribution.run]}/{_slug(short_env(env_id))}.html"
                 name = f'<a href="{_e(quote(page))}#q=attributed">{name}</a>'
             cells = "".join(f'<td class="num">{_e(c)}</td>' for c in row[1:])
@@ -1469,8 +1474,13 @@ def _attribution_note(record: Mapping[str, Any]) -> list[str]:
 
 
 # -------------------------------------------------------------------------------- output
-def write_board(board: Board, fmt: str, out: str | Path | None) -> list[Path] | str:
+def write_board(
+    board: Board, fmt: str, out: str | Path | None, *, trajectories: bool = True
+) -> list[Path] | str:
     """Write the board in ``fmt``; ``out`` is a file, or a folder for ``leaderboard.<ext>``.
+
+    ``trajectories=False`` writes the HTML page without a trajectory page per run and env
+    (for boards of many episodes, whose pages would weigh more than the results).
 
     ``out`` names a folder when it exists as one, ends with ``/`` or has no file extension
     (``--out site`` writes ``site/leaderboard.html``).
@@ -1494,7 +1504,7 @@ def write_board(board: Board, fmt: str, out: str | Path | None) -> list[Path] | 
     if fmt == "png":
         return [render_png(board, path)]
     if fmt == "html":
-        return render_html(board, path)
+        return render_html(board, path, trajectories=trajectories)
     text = render_markdown(board) if fmt == "md" else render_csv(board)
     path.write_text(text, encoding="utf-8")
     return [path]
@@ -1520,9 +1530,11 @@ def validate_dir(path: str | Path, *, suite: str | None = None) -> list[str]:
     run_path, summary_path = folder / "run.json", folder / "summary.json"
     run: dict[str, Any] | None = None
     summary: dict[str, Any] | None = None
-    for name in _RESULT_FILES:
+    for name in ("summary.json", "run.json"):
         if not (folder / name).is_file():
             problems.append(f"{folder / name}: missing")
+    if episodes_path(folder) is None:
+        problems.append(f"{folder / 'episodes.jsonl'}: missing")
     try:
         run = _read_json(run_path)
     except LeaderboardError as e:
@@ -1534,7 +1546,7 @@ def validate_dir(path: str | Path, *, suite: str | None = None) -> list[str]:
         if summary_path.is_file():
             problems.append(str(e))
     records: list[dict[str, Any]] | None = None
-    if run is not None and (folder / "episodes.jsonl").is_file():
+    if run is not None and episodes_path(folder) is not None:
         read = read_results(folder)
         problems += read.problems
         records = list(read.records.values())
@@ -1608,7 +1620,7 @@ def _check_run(
             have = {r["key"] for r in records}
             absent_keys = sorted(set(keys) - have)
             extra = sorted(have - set(keys))
-            episodes = run_path.parent / "episodes.jsonl"
+            episodes = episodes_path(run_path.parent)
             if absent_keys:
                 problems.append(f"{episodes}: {len(absent_keys)} planned episode(s) missing, "
                                 f"e.g. {absent_keys[0]}")

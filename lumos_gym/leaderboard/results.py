@@ -32,6 +32,7 @@ when, where and with which code the run was made); :func:`comparable` drops them
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import json
 import math
@@ -399,6 +400,22 @@ class ResultsFolder:
 _REQUIRED = ("env_id", "task_id", "status")
 
 
+EPISODES_FILES = ("episodes.jsonl", "episodes.jsonl.gz")
+"""The episode file of a results folder: as a run writes it, or gzipped to publish it."""
+
+
+def episodes_path(folder: str | Path) -> Path | None:
+    """The episode file of ``folder`` (``episodes.jsonl``, else ``episodes.jsonl.gz``), or None.
+
+    A run writes and resumes ``episodes.jsonl``; a published results folder (the comparison
+    suite's rows in ``leaderboards/``) may hold it gzipped, which every reader accepts.
+    """
+    for name in EPISODES_FILES:
+        if (Path(folder) / name).is_file():
+            return Path(folder) / name
+    return None
+
+
 def read_episodes(
     path: str | Path, *, strict: bool = False
 ) -> tuple[dict[str, dict[str, Any]], list[str]]:
@@ -423,6 +440,11 @@ def read_episodes(
     """
     path = Path(path)
     data = path.read_bytes()
+    if path.suffix == ".gz":
+        try:
+            data = gzip.decompress(data)
+        except (OSError, EOFError) as e:
+            raise ResultsError(f"{path} is not a readable gzip file ({e})") from None
     lines = data.split(b"\n")
     if not lines[-1]:
         lines.pop()  # the empty rest after the last newline
@@ -467,12 +489,12 @@ def read_results(path: str | Path) -> ResultsFolder:
     ``problems``; the other records still load (:func:`read_episodes`).
 
     Raises:
-        ResultsError: no ``episodes.jsonl``, or no readable ``run.json`` (without it the
-            configuration of the results cannot be checked).
+        ResultsError: no ``episodes.jsonl`` (or ``.gz``), or no readable ``run.json`` (without
+            it the configuration of the results cannot be checked).
     """
     folder = Path(path)
-    episodes = folder / "episodes.jsonl"
-    if not episodes.is_file():
+    episodes = episodes_path(folder)
+    if episodes is None:
         raise ResultsError(f"{folder} is not a results folder (no episodes.jsonl)")
     try:
         run = json.loads((folder / "run.json").read_text(encoding="utf-8"))
