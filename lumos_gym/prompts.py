@@ -351,6 +351,17 @@ def split_integrated(output: str) -> tuple[str, str]:
     return subgoal_of(subgoal), actions.split("\n", 1)[0].strip()
 
 
+def integrated_turn(output: str) -> str:
+    """The one turn an integrated answer holds: its subgoal line and its ``Actions:`` line.
+
+    A trained model sometimes writes on into the next subgoals (which it has not seen the
+    results of) instead of ending its turn. Only the first subgoal is executed
+    (:func:`split_integrated`), so only it is kept in the conversation: the next turn then
+    starts from what was executed, as in the training data, one subgoal a turn.
+    """
+    return "\n".join(output.strip().split("\n")[:2])
+
+
 def react_first_turn(task: str, specs: Sequence[ToolSpec]) -> str:
     """Return the ReAct user turn: the instruction, the actions (with ``Answer``) and the task."""
     by_env = any(spec.name == "Stop" for spec in specs)

@@ -109,6 +109,24 @@ def test_integrated_agent():
     )
 
 
+def test_integrated_agent_keeps_one_subgoal_a_turn():
+    """A model that writes on into later subgoals: only the executed one stays in the history."""
+    answers = [
+        f"{SUBGOALS[0]}\nActions: {GROUNDED[0]}\n{SUBGOALS[1]}\nActions: R2 = Calculator(0)",
+        f"No, I will keep planning. {SUBGOALS[1]}\nActions: {GROUNDED[1]}",
+        f"No, I will keep planning. {SUBGOALS[2]}\nActions: {GROUNDED[2]}",
+        "Yes, I will stop planning.",
+    ]
+    policy = ScriptedBackend(by_turn(answers))
+    [record] = run(make_agent("integrated"), {"policy": policy}, [spec()])
+    assert record.status == "completed" and record.reward == 1.0
+    second = policy.batches[1][0].prompt
+    assert f"{SUBGOALS[0]}\nActions: {GROUNDED[0]}\n\n<|user|>\nThe executed result" in second
+    assert "Calculator(0)" not in second
+    # the record keeps what the model wrote
+    assert "Calculator(0)" in record.turns[0]["output"]
+
+
 def test_react_agent():
     steps = [
         f"Thought: first the morning sales.\nAction: {GROUNDED[0]}",

@@ -83,7 +83,7 @@ class IntegratedAgent(_PolicyAgent):
             if not output or prompts.is_stop(output.split("\n", 1)[0]):
                 break
             subgoal, actions = prompts.split_integrated(output)
-            messages.append({"role": "assistant", "content": output})
+            messages.append({"role": "assistant", "content": prompts.integrated_turn(output)})
             outcome = yield Act(actions)
             if outcome.terminated or has_error(outcome):
                 break
