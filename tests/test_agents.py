@@ -94,14 +94,16 @@ def test_lumos_o_plans_grounds_and_executes_once():
     )
 
 
+INTEGRATED = [
+    f"{SUBGOALS[0]}\nActions: {GROUNDED[0]}",
+    f"No, I will keep planning. {SUBGOALS[1]}\nActions: {GROUNDED[1]}",
+    f"No, I will keep planning. {SUBGOALS[2]}\nActions: {GROUNDED[2]}",
+    "Yes, I will stop planning.",
+]
+
+
 def test_integrated_agent():
-    answers = [
-        f"{SUBGOALS[0]}\nActions: {GROUNDED[0]}",
-        f"No, I will keep planning. {SUBGOALS[1]}\nActions: {GROUNDED[1]}",
-        f"No, I will keep planning. {SUBGOALS[2]}\nActions: {GROUNDED[2]}",
-        "Yes, I will stop planning.",
-    ]
-    policy = ScriptedBackend(by_turn(answers))
+    policy = ScriptedBackend(by_turn(INTEGRATED))
     [record] = run(make_agent("integrated"), {"policy": policy}, [spec()])
     assert record.status == "completed" and record.reward == 1.0
     assert "The executed result for Subgoal 2 is 32. Should we stop planning?" in (
@@ -111,12 +113,7 @@ def test_integrated_agent():
 
 def test_integrated_agent_keeps_one_subgoal_a_turn():
     """A model that writes on into later subgoals: only the executed one stays in the history."""
-    answers = [
-        f"{SUBGOALS[0]}\nActions: {GROUNDED[0]}\n{SUBGOALS[1]}\nActions: R2 = Calculator(0)",
-        f"No, I will keep planning. {SUBGOALS[1]}\nActions: {GROUNDED[1]}",
-        f"No, I will keep planning. {SUBGOALS[2]}\nActions: {GROUNDED[2]}",
-        "Yes, I will stop planning.",
-    ]
+    answers = [f"{INTEGRATED[0]}\n{SUBGOALS[1]}\nActions: R2 = Calculator(0)", *INTEGRATED[1:]]
     policy = ScriptedBackend(by_turn(answers))
     [record] = run(make_agent("integrated"), {"policy": policy}, [spec()])
     assert record.status == "completed" and record.reward == 1.0
