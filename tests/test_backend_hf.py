@@ -705,3 +705,30 @@ def test_smollm2_alias_generates() -> None:
     cache = alias_cache_dir("smollm2-135m")
     assert info.details["source"] == str(cache) and (cache / "model.safetensors").is_file()
     assert "quantization_config" not in (cache / "config.json").read_text()
+
+
+def test_an_adapter_stops_at_the_turn_end_it_was_trained_with(
+    tiny: Path, lora_dirs: dict[str, Path], tmp_path: Path
+) -> None:
+    """The end-of-turn text of lumos_training.json is a stop token of the adapter's backend."""
+    import json
+    import shutil
+
+    from lumos_gym.models.sources import TRAINING_REPORT, trained_eos_ids
+
+    request = greedy(PROMPTS[0], 10)
+    tokenizer = AutoTokenizer.from_pretrained(tiny)
+    with HFBackend(str(tiny), device=CPU, adapter=lora_dirs["planner"]) as plain:
+        free = plain.generate([request])[0]
+    ids = tokenizer.encode(free.text, add_special_tokens=False)
+    assert len(ids) >= 3  # it writes on without the report
+    folder = tmp_path / "trained"
+    shutil.copytree(lora_dirs["planner"], folder)
+    turn_end = tokenizer.decode([ids[2]])
+    (folder / TRAINING_REPORT).write_text(json.dumps({"eos": turn_end}))
+    assert trained_eos_ids([folder, lora_dirs["grounder"]], tokenizer) == {ids[2]}
+    with HFBackend(str(tiny), device=CPU, adapter=folder) as trained:
+        stopped = trained.generate([request])[0]
+    assert stopped.stop_reason == "stop" and stopped.text == tokenizer.decode(ids[:2])
+    (folder / TRAINING_REPORT).write_text(json.dumps({"eos": "not one token at all"}))
+    assert trained_eos_ids([folder], tokenizer) == frozenset()

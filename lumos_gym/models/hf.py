@@ -90,6 +90,7 @@ from lumos_gym.models.sources import (  # noqa: F401  (names re-exported from he
     is_model_folder,
     resolve_model,
     split_model_name,
+    trained_eos_ids,
 )
 
 logger = logging.getLogger(__name__)
@@ -699,7 +700,9 @@ class _LoadedModel:
         self.dtype = dtype
         self.batch_size = batch_size
         self.max_context = max_context
-        self.eos_ids = _eos_ids(model, tokenizer)
+        # the model's own end ids, and those its adapters were trained to end turns with
+        self.eos_ids = _eos_ids(model, tokenizer) | trained_eos_ids(self.adapters.values(),
+                                                                    tokenizer)
         self.pad_id = _pad_id(tokenizer, self.eos_ids)
         self.lock = threading.Lock()
         self.closed = False

@@ -68,7 +68,7 @@ from lumos_gym.models.hf import (
     split_model_name,
     trim_completion,
 )
-from lumos_gym.models.sources import ModelSource
+from lumos_gym.models.sources import ModelSource, trained_eos_ids
 
 logger = logging.getLogger(__name__)
 
@@ -324,6 +324,7 @@ class OpenVINOBackend(Backend):
             prefix_cache=prefix_cache, threads=threads,
         )
         loaded, context, eos_ids = _tokenizer_and_config(source, tokenizer)
+        eos_ids |= trained_eos_ids(named.values(), loaded)  # the turn ends adapters learned
         self._shared = _Shared(source, named, loaded, settings, max_context or context, eos_ids)
         for name in named:  # fail fast: every adapter is exported (or found) now
             self._shared.folder(name)

@@ -11,8 +11,10 @@ import importlib.util
 import json
 import os
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from lumos_gym.errors import BackendError
 from lumos_gym.jsonl import cache_root
@@ -141,6 +143,36 @@ def check_adapter_folder(name: str, path: str | os.PathLike[str]) -> Path:
             " peft adapter (save one with peft_model.save_pretrained(folder))"
         )
     return folder
+
+
+TRAINING_REPORT = "lumos_training.json"
+"""The report ``lumos-gym train`` writes beside an adapter (its config, data and end-of-turn)."""
+
+
+def trained_eos_ids(folders: Iterable[str | os.PathLike[str]], tokenizer: Any) -> frozenset[int]:
+    """The token ids the adapters in ``folders`` were trained to end their turns with.
+
+    ``lumos-gym train`` appends an end-of-turn text to every answer (``eos`` in its report:
+    the tokenizer's end-of-sequence token where training ran). A tokenizer converted by another
+    library version can name another token (SmolLM2's GGUF gave ``<|im_start|>`` under one
+    transformers release and ``<|im_end|>`` under another), and a model that is not stopped
+    at the token it learned runs on into turns of its own. The backends stop at these ids as
+    well as at the model's own. A folder without a report, or whose text is not one token,
+    adds nothing.
+    """
+    ids: set[int] = set()
+    for folder in folders:
+        try:
+            report = json.loads((Path(folder) / TRAINING_REPORT).read_text("utf-8"))
+        except (OSError, ValueError):
+            continue
+        eos = report.get("eos") if isinstance(report, dict) else None
+        if not isinstance(eos, str) or not eos:
+            continue
+        encoded = tokenizer.encode(eos, add_special_tokens=False)
+        if len(encoded) == 1:
+            ids.add(int(encoded[0]))
+    return frozenset(ids)
 
 
 # -- the alias cache -----------------------------------------------------------------------------

@@ -32,7 +32,7 @@ from typing import Any
 from lumos_gym import __version__
 from lumos_gym.errors import BackendError
 from lumos_gym.jsonl import publish_folder, write_json_atomic
-from lumos_gym.models.sources import adapter_base_name, check_adapter_folder
+from lumos_gym.models.sources import TRAINING_REPORT, adapter_base_name, check_adapter_folder
 from lumos_gym.training.config import CONFIG_FILE, TrainConfig, TrainingError
 from lumos_gym.training.data import (
     EncodeStats,
@@ -45,7 +45,7 @@ from lumos_gym.training.data import (
 
 logger = logging.getLogger(__name__)
 
-REPORT_FILE = "lumos_training.json"
+REPORT_FILE = TRAINING_REPORT
 """The run report written beside the final adapter or model."""
 
 #: Fields that must match for ``--resume`` to continue a run (others, such as the step budget
