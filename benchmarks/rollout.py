@@ -14,10 +14,15 @@ a prefill-shaped product, 2048 x 576 by 576 x 1536, and a square one) and with n
 prints episodes a minute, prompt tokens a second, generated tokens a second, the share of the
 FLOP limit those tokens take (2 FLOPs per parameter per token, prompt and generated, over the
 prefill-shaped matmul rate; a prefix cache skips prompt tokens, so it can pass 1), the speed-up
-over hf at batch 1, and whether every episode's model outputs equal hf batch 1's.
+over the first run (hf at batch 1 by default), and whether every episode's model outputs equal
+the first run's.
+
+``--modes`` runs each engine and batch size with the runner's continuous batching (each
+backend's own session: on openvino a request joins the running batch at once) and/or by rounds
+(``Runner(continuous=False)``: one ``generate`` call per backend a round), on the same episodes.
 
 Run: .venv/bin/python benchmarks/rollout.py [--episodes 16] [--batch-sizes 1 8 16]
-     [--engines hf openvino openvino-bf16]
+     [--engines hf openvino openvino-bf16] [--modes continuous rounds]
 """
 
 from __future__ import annotations
@@ -97,9 +102,9 @@ def reset(backends):
             shared.prefix.clear()
 
 
-def run_once(backends, batch_size, specs, max_new_tokens):
+def run_once(backends, batch_size, specs, max_new_tokens, continuous=True):
     agent = make_agent("lumos-i", max_new_tokens=max_new_tokens)
-    runner = Runner(agent, backends, max_in_flight=batch_size)
+    runner = Runner(agent, backends, max_in_flight=batch_size, continuous=continuous)
     started = time.perf_counter()
     records = runner.run(specs)
     return time.perf_counter() - started, {r.task_id: r for r in records}
@@ -113,6 +118,9 @@ def main():
     parser.add_argument("--batch-sizes", type=int, nargs="+", default=[1, 8, 16])
     parser.add_argument("--engines", nargs="+", default=["hf", "openvino"], choices=ENGINES)
     parser.add_argument("--max-new-tokens", type=int, default=64)
+    parser.add_argument("--modes", nargs="+", default=["continuous"],
+                        choices=["continuous", "rounds"],
+                        help="the runner's continuous batching, or one generate call a round")
     parser.add_argument("--no-reference", action="store_true",
                         help="the base model instead of the shipped Lumos-I adapters")
     args = parser.parse_args()
@@ -137,30 +145,32 @@ def main():
     for engine in args.engines:
         backends = build(engine, args.model, max(args.batch_sizes), not args.no_reference)
         try:
-            for batch_size in args.batch_sizes:
+            for batch_size, mode in [(b, m) for b in args.batch_sizes for m in args.modes]:
                 for backend in backends.values():  # the batch this run may decode at once
                     backend._shared.batch_size = batch_size
                     if hasattr(backend._shared, "settings"):
                         backend._shared.settings.batch_size = batch_size
                 reset(backends)
-                wall, records = run_once(backends, batch_size, specs, args.max_new_tokens)
+                wall, records = run_once(backends, batch_size, specs, args.max_new_tokens,
+                                         continuous=mode == "continuous")
                 prompt = sum(r.input_tokens for r in records.values())
                 generated = sum(r.output_tokens for r in records.values())
                 outputs = {k: [t.get("output") for t in r.turns] for k, r in records.items()}
                 if baseline is None:
                     baseline = (wall, outputs)
                 same = sum(outputs[k] == baseline[1].get(k) for k in outputs)
-                rows.append((engine, batch_size, len(records) / wall * 60, prompt / wall,
+                rows.append((engine, batch_size, mode, len(records) / wall * 60, prompt / wall,
                              generated / wall, (prompt + generated) / wall / limit,
                              baseline[0] / wall, f"{same}/{len(outputs)}"))
-                print(f"  {engine} batch {batch_size}: {wall:.1f} s", flush=True)
+                print(f"  {engine} batch {batch_size} {mode}: {wall:.1f} s", flush=True)
         finally:
             backends.close()
-    print(f"{'engine':>14}  {'batch':>5}  {'episodes/min':>12}  {'prompt tok/s':>12}  "
-          f"{'gen tok/s':>9}  {'FLOP limit':>10}  {'vs hf b1':>8}  {'same outputs':>12}")
-    for engine, b, epm, pps, gps, share, up, same in rows:
-        print(f"{engine:>14}  {b:>5}  {epm:>12.1f}  {pps:>12.0f}  {gps:>9.1f}  {share:>10.1%}  "
-              f"{up:>7.2f}x  {same:>12}")
+    print(f"{'engine':>14}  {'batch':>5}  {'mode':>10}  {'episodes/min':>12}  "
+          f"{'prompt tok/s':>12}  {'gen tok/s':>9}  {'FLOP limit':>10}  {'vs first':>8}  "
+          f"{'same outputs':>12}")
+    for engine, b, mode, epm, pps, gps, share, up, same in rows:
+        print(f"{engine:>14}  {b:>5}  {mode:>10}  {epm:>12.1f}  {pps:>12.0f}  {gps:>9.1f}  "
+              f"{share:>10.1%}  {up:>7.2f}x  {same:>12}")
 
 
 if __name__ == "__main__":

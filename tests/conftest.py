@@ -2,7 +2,9 @@
 
 ``ScriptedBackend`` implements the backend contract with answers chosen by a function of the
 request, so that agent and runner logic can be tested against real envs and tools without a
-model. Tests of the real backends live in test_backend_hf.py, test_backend_openai.py and
+model. ``SteppedBackend`` is one with a running batch (continuous batching): each request
+takes a scripted number of decoding steps, joins the batch when submitted and leaves when done.
+Tests of the real backends live in test_backend_hf.py, test_backend_openai.py and
 test_backend_openvino.py.
 """
 
@@ -32,6 +34,7 @@ from lumos_gym.models.base import (
     BackendInfo,
     Completion,
     GenerationRequest,
+    GenerationSession,
     cut_at_stop,
 )
 
@@ -65,6 +68,81 @@ class ScriptedBackend(Backend):
 
     def close(self) -> None:
         self.closed = True
+
+
+class SteppedBackend(ScriptedBackend):
+    """A ScriptedBackend whose sessions decode like a continuous-batching engine.
+
+    A request submitted to a session takes ``steps(request)`` decoding steps; each step of a
+    collect advances every request in flight of the session, a request joins at once and
+    leaves as soon as its steps are done (answered by ``script``, through ``generate``, so
+    ``batches`` lists one request a finish). ``events`` logs ``(kind, request, clock)`` with
+    ``kind`` "submit" or "finish" and ``clock`` the steps run so far by all its sessions.
+    """
+
+    name = "stepped"
+
+    def __init__(
+        self,
+        script: Callable[[GenerationRequest], str],
+        steps: Callable[[GenerationRequest], int] = lambda request: 1,
+    ) -> None:
+        super().__init__(script)
+        self.steps = steps
+        self.clock = 0
+        self.events: list[tuple[str, GenerationRequest, int]] = []
+
+    def open_session(self) -> GenerationSession:
+        return SteppedSession(self)
+
+    def finished_at(self, predicate: Callable[[GenerationRequest], bool]) -> list[int]:
+        """The clocks at which requests matching ``predicate`` finished."""
+        return [t for kind, r, t in self.events if kind == "finish" and predicate(r)]
+
+    def submitted_at(self, predicate: Callable[[GenerationRequest], bool]) -> list[int]:
+        """The clocks at which requests matching ``predicate`` were submitted."""
+        return [t for kind, r, t in self.events if kind == "submit" and predicate(r)]
+
+
+class SteppedSession(GenerationSession):
+    """A session of a :class:`SteppedBackend`: requests in flight and their steps left."""
+
+    def __init__(self, backend: SteppedBackend) -> None:
+        self.backend = backend
+        self.left: dict[int, list] = {}  # key -> [request, steps left]
+        self.next_key = 0
+
+    def submit(self, request: GenerationRequest) -> int:
+        key, self.next_key = self.next_key, self.next_key + 1
+        self.left[key] = [request, max(1, self.backend.steps(request))]
+        self.backend.events.append(("submit", request, self.backend.clock))
+        return key
+
+    def collect(self, wait: bool = True) -> list[tuple[int, Completion]]:
+        done: list[tuple[int, Completion]] = []
+        while self.left and not done:
+            self.backend.clock += 1
+            for key, entry in list(self.left.items()):
+                entry[1] -= 1
+                if entry[1] == 0:
+                    del self.left[key]
+                    try:
+                        (completion,) = self.backend.generate([entry[0]])
+                    except Exception:
+                        self.left.clear()  # the contract: a failure drops everything in flight
+                        raise
+                    self.backend.events.append(("finish", entry[0], self.backend.clock))
+                    done.append((key, completion))
+            if not wait:
+                break
+        return done
+
+    @property
+    def in_flight(self) -> int:
+        return len(self.left)
+
+    def close(self) -> None:
+        self.left.clear()
 
 
 def turn_number(request: GenerationRequest) -> int:

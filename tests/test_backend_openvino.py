@@ -20,9 +20,12 @@ pytest.importorskip(
 torch = pytest.importorskip("torch", reason="the openvino backend exports with torch (hf extra)")
 peft = pytest.importorskip("peft", reason="adapters need peft (hf extra)")
 
-from conftest import build_model, build_tokenizer  # noqa: E402
+from conftest import build_model, build_tokenizer, save_tiny_model  # noqa: E402
 from transformers import AutoModelForCausalLM  # noqa: E402
 
+import lumos_gym  # noqa: E402, F401  (registers the envs)
+from lumos_gym.agents import make_agent  # noqa: E402
+from lumos_gym.agents.runner import EpisodeSpec, Runner  # noqa: E402
 from lumos_gym.errors import BackendError  # noqa: E402
 from lumos_gym.models import make_backend  # noqa: E402
 from lumos_gym.models.base import GenerationRequest  # noqa: E402
@@ -214,3 +217,106 @@ def test_the_default_backend_is_openvino_on_a_cpu(monkeypatch: pytest.MonkeyPatc
     assert default_backend() == expected == ModelOptions().backend
     monkeypatch.setenv(BACKEND_ENV, "hf")
     assert default_backend() == "hf" == ModelOptions().backend
+
+
+# -- sessions: continuous batching -------------------------------------------------------------
+def collect_all(session, wait: bool = True) -> tuple[dict, list[int]]:
+    """Collect until nothing is in flight: the completions by key, and the keys in order."""
+    done, order = {}, []
+    while session.in_flight:
+        for key, completion in session.collect(wait=wait):
+            done[key] = completion
+            order.append(key)
+    return done, order
+
+
+@pytest.mark.parametrize("adapter", [None, "planner"])
+def test_a_session_completes_each_request_as_generate_does(
+    ov: OpenVINOBackend, adapter: str | None
+) -> None:
+    backend = ov.with_adapter(adapter)
+    free = backend.generate([greedy(p, 20) for p in PROMPTS])
+    stops = [c.text[len(c.text) // 2 : len(c.text) // 2 + 2] for c in free]
+    requests = [greedy(p, n) for p, n in zip(PROMPTS, [12, 5, 20, 1, 9], strict=True)]
+    requests += [greedy(p, 20, stop=(s,)) for p, s in zip(PROMPTS, stops, strict=True)]
+    requests += [
+        GenerationRequest(messages=({"role": "user", "content": "the planner"},),
+                          max_new_tokens=6),
+        greedy("x " * 200, 8),  # over the context: an error completion, nothing decoded
+    ]
+    expected = backend.generate(requests)
+    for wait in (True, False):
+        with backend.open_session() as session:
+            keys = [session.submit(request) for request in requests]
+            done, order = collect_all(session, wait)
+        assert [done[key] for key in keys] == expected
+        assert sorted(order) == keys  # each key came back once
+    assert expected[-1].stop_reason == "error"
+    assert {c.stop_reason for c in expected[5:10]} == {"stop"}
+
+
+def test_short_requests_leave_first_and_new_ones_join_while_a_long_one_decodes(
+    ov: OpenVINOBackend,
+) -> None:
+    backend = ov.with_adapter(None)  # batch_size 3: the long request and two others decode
+    long, late = greedy(PROMPTS[0], 100), greedy(PROMPTS[4], 4)
+    shorts = [greedy(p, 3) for p in PROMPTS[1:4]]
+    expected = backend.generate([long, *shorts, late])
+    with backend.open_session() as session:
+        long_key = session.submit(long)
+        short_keys = [session.submit(request) for request in shorts]
+        first: dict[int, object] = {}
+        while len(first) < len(shorts):
+            first.update(session.collect())
+        assert set(first) == set(short_keys)  # every short one before the long one
+        assert session.in_flight == 1
+        late_key = session.submit(late)  # joins while the long one decodes
+        rest, order = collect_all(session)
+    assert order == [late_key, long_key]
+    assert [first[k] for k in short_keys] == expected[1:4]
+    assert [rest[long_key], rest[late_key]] == [expected[0], expected[4]]
+
+
+def test_generate_while_a_session_decodes_and_closing_a_session(ov: OpenVINOBackend) -> None:
+    backend = ov.with_adapter(None)
+    long, short = greedy(PROMPTS[0], 60), greedy(PROMPTS[1], 5)
+    expected = backend.generate([long, short])
+    with backend.open_session() as session:
+        key = session.submit(long)
+        assert session.collect(wait=False) == []  # one step: the long request decodes on
+        assert backend.generate([short]) == [expected[1]]  # goes through a session of its own
+        assert session.in_flight == 1
+        done, _ = collect_all(session)
+    assert done == {key: expected[0]}
+    session = backend.open_session()
+    session.submit(long)
+    session.collect(wait=False)
+    session.close()  # cancels the request decoding
+    assert session.in_flight == 0 and session.collect() == []
+    assert backend.generate([long, short]) == expected  # the pipeline is usable again
+
+
+@pytest.fixture(scope="module")
+def ov_long(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OpenVINOBackend]:
+    """The tiny model with room for the few-shot prompts of a math env (2048 positions)."""
+    folder = tmp_path_factory.mktemp("tiny-llama-2048")
+    save_tiny_model(folder, max_positions=2048)
+    with OpenVINOBackend(str(folder), batch_size=3, threads=1) as backend:
+        yield backend
+
+
+def test_the_runner_gives_the_same_records_continuous_and_in_rounds(
+    ov_long: OpenVINOBackend,
+) -> None:
+    specs = [EpisodeSpec("lumos/GSM8K-v0", f"gsm8k/sample/{n}") for n in range(4)]
+    records = {}
+    for continuous in (True, False):
+        agent = make_agent("react", max_rounds=3, max_new_tokens=24)
+        runner = Runner(agent, {"policy": ov_long}, max_in_flight=3, continuous=continuous)
+        records[continuous] = {
+            r.task_id: {k: v for k, v in r.to_dict().items() if not k.endswith("_s")}
+            for r in runner.run(specs)
+        }
+    assert records[True] == records[False]
+    assert all(r["status"] == "completed" for r in records[True].values())
+    assert all(r["output_tokens"] > 0 for r in records[True].values())

@@ -9,8 +9,9 @@ An agent's :meth:`Agent.episode` is a generator. It yields
 * :class:`Note` — "write this turn into the episode record" (a module output the agent took
   from gold data instead of a model: the counterfactual agents) — and receives None.
 
-The runner drives many episodes at once and sends all pending asks for one model to its
-backend as one batch, so an agent never deals with batching, threads or servers.
+The runner drives many episodes at once and keeps the pending asks for one model in flight
+together on its backend (continuous batching where the backend has it), so an agent never deals
+with batching, threads or servers.
 """
 
 from __future__ import annotations

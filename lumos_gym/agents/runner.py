@@ -1,10 +1,24 @@
 """The rollout runner: many episodes in flight, their model asks batched per backend.
 
-Each round the runner (1) starts episodes until ``max_in_flight`` are running, (2) advances
-every episode's logic until it asks a model (env steps run as they come), (3) sends all
-pending asks for one backend as one ``generate`` call, and (4) records every episode that
-ended. Whatever goes wrong in one episode (an env that raises, an agent bug, a backend
-error, an over-long context) ends that episode with a status; the run goes on.
+The runner keeps ``max_in_flight`` episodes running and each backend object's asks in flight
+in one :class:`~lumos_gym.models.base.GenerationSession` of that backend. Each turn of its loop
+it (1) starts episodes from the queue until ``max_in_flight`` are running, (2) submits every
+new ask to its backend's session, (3) advances each session with asks in flight and hands every
+completion that finished to its episode, whose logic runs on at once (env steps inline) until
+it asks a model again or ends, and (4) records every episode that ended. An ask made in (3) is
+submitted at the next turn, without waiting for the rest of any batch.
+
+How soon a completion comes back is the backend's: ``openvino`` decodes the requests of a
+session in one running batch, so a request joins it while others decode and a finished one
+leaves at once (one long generation no longer holds the others); every other backend answers
+all the asks of a turn with one ``generate`` call (:class:`~lumos_gym.models.base.QueuedSession`),
+the round-by-round batching of earlier versions. ``continuous=False`` gives every backend the
+queued session, for comparison. Prompt-prefix reuse across calls is the backend's and is the
+same either way.
+
+Whatever goes wrong in one episode (an env that raises, an agent bug, a backend error, an
+over-long context) ends that episode with a status; the run goes on. A backend that fails as
+a whole ends the episodes whose asks it had in flight.
 """
 
 from __future__ import annotations
@@ -22,7 +36,7 @@ import gymnasium as gym
 from lumos_gym.agents.base import Act, Agent, Ask, EpisodeLogic, Note, StepOutcome
 from lumos_gym.envs.base import observation_text
 from lumos_gym.envs.replay import step_env
-from lumos_gym.models.base import Backend, Completion
+from lumos_gym.models.base import Backend, Completion, GenerationSession, QueuedSession
 
 #: The fixed taxonomy of episode statuses.
 STATUSES = (
@@ -94,8 +108,17 @@ class _Running:
     record: EpisodeRecord
     started: float
     pending: Ask | None = None
+    in_flight: bool = False  # ``pending`` was submitted to its backend's session
     invalid_streak: int = 0
     done: bool = False
+
+
+@dataclass(eq=False)
+class _Batch:
+    """The asks in flight on one backend object: its session and the episode of each key."""
+
+    session: GenerationSession
+    asks: dict[int, _Running] = field(default_factory=dict)
 
 
 class _EnvPool:
@@ -131,11 +154,18 @@ class Runner:
     Args:
         agent: the agent.
         backends: the backend of each role the agent asks (roles may share one backend;
-            asks to one backend object are batched together).
-        max_in_flight: episodes running at once (the batch size seen by backends).
+            asks to one backend object go to one session and are batched together).
+        max_in_flight: episodes running at once (the most asks a backend holds at once).
         max_invalid_actions: end an episode after this many invalid actions in a row.
         wall_timeout: seconds an episode may run before it ends with ``step-limit``.
         keep_prompts: store every prompt in the turns of the record (large).
+        continuous: use each backend's own session (continuous batching where the backend
+            has it); False sends each turn's asks of a backend as one ``generate`` call.
+
+    A record's ``model_s`` is the episode's share of its backends' time: each submit counts
+    for the episode that made it, and each collect of a session is shared equally among the
+    asks it had in flight (with one ``generate`` a turn, the call's time split among its
+    requests).
     """
 
     def __init__(
@@ -147,6 +177,7 @@ class Runner:
         max_invalid_actions: int = 5,
         wall_timeout: float | None = None,
         keep_prompts: bool = False,
+        continuous: bool = True,
     ) -> None:
         missing = [role for role in agent.roles if role not in backends]
         if missing:
@@ -159,6 +190,7 @@ class Runner:
         self.max_invalid_actions = max_invalid_actions
         self.wall_timeout = wall_timeout
         self.keep_prompts = keep_prompts
+        self.continuous = continuous
 
     # ------------------------------------------------------------------------------ the loop
     def run(
@@ -178,6 +210,7 @@ class Runner:
         queue = deque(specs)
         pool = _EnvPool()
         running: list[_Running] = []
+        batches: dict[int, _Batch] = {}  # by id() of the backend object
         records: list[EpisodeRecord] = []
         bar = _Progress(len(queue)) if progress else None
 
@@ -202,11 +235,14 @@ class Runner:
                         finish(episode)
                     else:
                         running.append(episode)
-                self._ask_backends(running)
+                self._submit(running, batches)
+                self._collect(running, batches)
                 for episode in [e for e in running if e.done]:
                     finish(episode)
                 running = [e for e in running if not e.done]
         finally:
+            for batch in batches.values():
+                batch.session.close()
             for episode in running:
                 if episode.logic is not None:
                     episode.logic.close()
@@ -235,27 +271,55 @@ class Runner:
         self._advance(episode, None)
         return episode
 
-    def _ask_backends(self, running: Sequence[_Running]) -> None:
-        """Send the pending asks, one ``generate`` call per backend object."""
-        groups: dict[int, list[_Running]] = {}
+    def _submit(self, running: Sequence[_Running], batches: dict[int, _Batch]) -> None:
+        """Submit every new ask to its backend's session (opened on the backend's first ask)."""
         for episode in running:
-            if episode.pending is not None and not episode.done:
-                backend = self.backends[episode.pending.role]
-                groups.setdefault(id(backend), []).append(episode)
-        for episodes in groups.values():
-            assert episodes[0].pending is not None
-            backend = self.backends[episodes[0].pending.role]
-            requests = [e.pending.request for e in episodes if e.pending is not None]
+            ask = episode.pending
+            if ask is None or episode.in_flight or episode.done:
+                continue
+            backend = self.backends[ask.role]
+            batch = batches.get(id(backend))
+            if batch is None:
+                session = backend.open_session() if self.continuous else QueuedSession(backend)
+                batch = batches[id(backend)] = _Batch(session)
             started = time.perf_counter()
             try:
-                completions = backend.generate(requests)
-            except Exception as e:  # the backend failed as a whole: each episode gets the error
+                key = batch.session.submit(ask.request)
+            except Exception as e:  # a request the backend refuses fails its episode only
+                error = Completion("", "error", error=_error_text(e))
+                episode.record.model_s += time.perf_counter() - started
+                self._receive(episode, error)
+                continue
+            episode.record.model_s += time.perf_counter() - started
+            batch.asks[key] = episode
+            episode.in_flight = True
+
+    def _collect(self, running: Sequence[_Running], batches: dict[int, _Batch]) -> None:
+        """Advance each session with asks in flight; hand every finished completion over.
+
+        Sessions go in the order of their first episode in ``running``. With more than one
+        busy, each does one unit of work in turn, so that none waits on another's long
+        generation; a lone busy session waits until something finishes.
+        """
+        busy: dict[int, _Batch] = {}
+        for episode in running:
+            if episode.in_flight and episode.pending is not None:
+                key = id(self.backends[episode.pending.role])
+                busy.setdefault(key, batches[key])
+        for batch in busy.values():
+            carried = list(batch.asks.values())
+            started = time.perf_counter()
+            try:
+                finished = batch.session.collect(wait=len(busy) == 1)
+            except Exception as e:  # the backend failed as a whole: each ask it held gets the error
                 message = _error_text(e)
-                completions = [Completion("", "error", error=message) for _ in requests]
-            share = (time.perf_counter() - started) / len(requests)
-            for episode in episodes:
+                finished = [(key, Completion("", "error", error=message)) for key in batch.asks]
+            share = (time.perf_counter() - started) / len(carried)
+            for episode in carried:
                 episode.record.model_s += share
-            for episode, completion in zip(episodes, completions, strict=True):
+            for key, completion in finished:
+                episode = batch.asks.pop(key)
+                episode.in_flight = False
                 self._receive(episode, completion)
 
     def _receive(self, episode: _Running, completion: Completion) -> None:

@@ -1,4 +1,12 @@
-"""The model-backend contract: a batch of typed requests in, completions out, in order."""
+"""The model-backend contract: a batch of typed requests in, completions out, in order.
+
+Besides the one blocking call (:meth:`Backend.generate`), a backend opens a
+:class:`GenerationSession` for callers that keep many requests in flight (the rollout runner):
+requests are submitted one at a time and their completions collected as they finish. A backend
+that decodes requests side by side in one running batch (``openvino``) lets a request join the
+batch while others decode and hands each back as soon as it ends; every other backend gets
+:class:`QueuedSession`, which answers everything queued with one ``generate`` call.
+"""
 
 from __future__ import annotations
 
@@ -91,9 +99,101 @@ class Backend(ABC):
     def info(self) -> BackendInfo:
         """Describe the backend and model for provenance."""
 
+    def open_session(self) -> GenerationSession:
+        """A session that takes requests one at a time and returns each completion when done.
+
+        The default queues requests and answers them with one :meth:`generate` call
+        (:class:`QueuedSession`); backends with a running batch override it.
+        """
+        return QueuedSession(self)
+
     def close(self) -> None:
         """Release resources. Idempotent."""
         return None  # nothing to release by default
+
+
+class GenerationSession(ABC):
+    """Requests in flight on one backend: submitted one at a time, collected as they finish.
+
+    Each request gets a key (an int unique in the session); :meth:`collect` returns
+    ``(key, completion)`` pairs, each key once. A completion is the one :meth:`Backend.generate`
+    would give for the request alone.
+    """
+
+    @abstractmethod
+    def submit(self, request: GenerationRequest) -> int:
+        """Hand ``request`` to the backend (it may start at once) and return its key."""
+
+    @abstractmethod
+    def collect(self, wait: bool = True) -> list[tuple[int, Completion]]:
+        """Advance the work in flight and return the requests that finished since last time.
+
+        Args:
+            wait: return only once at least one request has finished (or none is in flight);
+                False does at most one unit of work (one decoding step, or the one
+                ``generate`` call of :class:`QueuedSession`) and may return nothing.
+
+        Raises:
+            Exception: whatever the backend raised; every request then in flight is dropped
+                (the caller answers them itself) and the session stays usable.
+        """
+
+    @property
+    @abstractmethod
+    def in_flight(self) -> int:
+        """Requests submitted and not collected yet."""
+
+    def close(self) -> None:
+        """Drop the requests in flight. Idempotent."""
+        return None  # nothing held by default
+
+    def __enter__(self) -> GenerationSession:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
+class QueuedSession(GenerationSession):
+    """The default session: requests wait in a queue; a collect sends them all as one batch.
+
+    This is the one-batch-a-call behaviour of :meth:`Backend.generate`: nothing joins a batch
+    once its call has started, and every completion of a call comes back together.
+    """
+
+    def __init__(self, backend: Backend) -> None:
+        self.backend = backend
+        self._queue: list[tuple[int, GenerationRequest]] = []
+        self._next_key = 0
+
+    def submit(self, request: GenerationRequest) -> int:
+        """Queue ``request`` for the next collect; return its key."""
+        key = self._next_key
+        self._next_key += 1
+        self._queue.append((key, request))
+        return key
+
+    def collect(self, wait: bool = True) -> list[tuple[int, Completion]]:
+        """Send every queued request as one ``generate`` call; return all their completions."""
+        queued, self._queue = self._queue, []
+        if not queued:
+            return []
+        completions = self.backend.generate([request for _, request in queued])
+        if len(completions) != len(queued):
+            raise RuntimeError(
+                f"backend {self.backend.name!r} returned {len(completions)} completions for "
+                f"{len(queued)} requests"
+            )
+        return [(key, completion) for (key, _), completion in zip(queued, completions, strict=True)]
+
+    @property
+    def in_flight(self) -> int:
+        """Requests queued for the next collect."""
+        return len(self._queue)
+
+    def close(self) -> None:
+        """Forget the queued requests."""
+        self._queue.clear()
 
 
 def cut_at_stop(text: str, stop: Sequence[str]) -> tuple[str, bool]:

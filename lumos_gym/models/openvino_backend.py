@@ -12,10 +12,16 @@ The runtime is OpenVINO GenAI's continuous-batching pipeline: every request of a
 call goes in at once, the pipeline keeps up to ``batch_size`` sequences decoding and fills a
 finished one's place with the next request, prompts are prefilled in chunks of up to
 ``max_batched_tokens`` tokens, and prompt prefixes seen before are read from its paged
-key/value cache (``prefix_cache``). Requests are tokenized and completions decoded here with
-the model's transformers tokenizer, exactly as the ``hf`` backend does (raw prompts without
-special tokens, chat messages through the chat template, a trailing ``</s>`` dropped), and stop
-strings are matched on that text; OpenVINO only sees token ids.
+key/value cache (``prefix_cache``). A :meth:`OpenVINOBackend.open_session` session drives the
+same pipeline a step at a time: a submitted request joins the running batch at once, even while
+others decode, and each comes back as soon as it ends, with the completion ``generate`` gives
+(the rollout runner's continuous batching). A ``generate`` call made while a session's requests
+are decoding goes through a session of its own (the pipeline runs one batch at a time).
+
+Requests are tokenized and completions decoded here with the model's transformers tokenizer,
+exactly as the ``hf`` backend does (raw prompts without special tokens, chat messages through
+the chat template, a trailing ``</s>`` dropped), and stop strings are matched on that text;
+OpenVINO only sees token ids.
 
 By default the weights, the activations and the cache stay in fp32 (``precision="f32"``), so
 that greedy outputs follow the ``hf`` backend's up to floating-point rounding (a merged adapter
@@ -26,6 +32,7 @@ in bf16 where the CPU has them (AMX), faster, with more outputs that differ.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import logging
 import os
@@ -55,6 +62,7 @@ from lumos_gym.models.base import (
     BackendInfo,
     Completion,
     GenerationRequest,
+    GenerationSession,
     StopReason,
 )
 from lumos_gym.models.hf import (
@@ -217,6 +225,8 @@ class _Shared:
         self.lock = threading.Lock()
         self.closed = False
         self.eos_ids = eos_ids
+        # the pipelines' request ids, one sequence for all; above the 0, 1, ... of their generate
+        self.request_ids = itertools.count(1 << 32)
 
     def folder(self, adapter: str | None) -> Path:
         """The export of the base model with ``adapter`` merged in, made now if missing."""
@@ -375,20 +385,21 @@ class OpenVINOBackend(Backend):
         """
         shared = self._shared
         with shared.lock:
-            if self._closed or shared.closed:
-                raise BackendError(f"the openvino backend of {self.model_id!r} is closed")
-            encoded = [self._encode(request) for request in requests]
-            results = [item if isinstance(item, Completion) else None for item in encoded]
-            runnable = {i: ids for i, ids in enumerate(encoded) if isinstance(ids, list)}
-            if runnable:
-                pipeline = shared.pipeline(self._adapter)
-                inputs = [ov.Tensor(np.array([ids], dtype=np.int64)) for ids in runnable.values()]
-                configs = [self._config(requests[i]) for i in runnable]
-                outputs = pipeline.generate(inputs, configs)
-                for (i, ids), output in zip(runnable.items(), outputs, strict=True):
-                    generated = [int(t) for t in output.m_generation_ids[0]]
-                    results[i] = self._completion(ids, generated, requests[i])
-        return results  # type: ignore[return-value]  # every index was filled above
+            self._check_open()
+            pipeline = shared.pipelines.get(self._adapter)
+            if pipeline is None or not pipeline.has_non_finished_requests():
+                return self._generate_batch(requests)
+        # a session's requests are decoding: these join its running batch through a session
+        with self.open_session() as session:
+            keys = [session.submit(request) for request in requests]
+            done: dict[int, Completion] = {}
+            while len(done) < len(keys):
+                done.update(session.collect())
+        return [done[key] for key in keys]
+
+    def open_session(self) -> GenerationSession:
+        """A session whose requests join this adapter's running batch as they are submitted."""
+        return _Session(self)
 
     def info(self) -> BackendInfo:
         """Describe the model, adapters, export and runtime settings for provenance."""
@@ -426,6 +437,27 @@ class OpenVINOBackend(Backend):
         self.close()
 
     # -- one request ---------------------------------------------------------------------------
+
+    def _check_open(self) -> None:
+        """Raise :class:`BackendError` when this backend or its owner is closed."""
+        if self._closed or self._shared.closed:
+            raise BackendError(f"the openvino backend of {self.model_id!r} is closed")
+
+    def _generate_batch(self, requests: Sequence[GenerationRequest]) -> list[Completion]:
+        """One ``generate`` call of the pipeline over every request that can run (lock held)."""
+        encoded = [self._encode(request) for request in requests]
+        results = [item if isinstance(item, Completion) else None for item in encoded]
+        runnable = {i: ids for i, ids in enumerate(encoded) if isinstance(ids, list)}
+        if runnable:
+            pipeline = self._shared.pipeline(self._adapter)
+            inputs = [_tensor(ids) for ids in runnable.values()]
+            configs = [self._config(requests[i]) for i in runnable]
+            outputs = pipeline.generate(inputs, configs)
+            for (i, ids), output in zip(runnable.items(), outputs, strict=True):
+                generated = [int(t) for t in output.m_generation_ids[0]]
+                results[i] = self._completion(ids, generated, requests[i])
+        return results  # type: ignore[return-value]  # every index was filled above
+
 
     def _encode(self, request: GenerationRequest) -> list[int] | Completion:
         """The prompt's token ids, or an error completion when the request cannot run."""
@@ -516,6 +548,114 @@ class OpenVINOBackend(Backend):
             text="", stop_reason="error", input_tokens=input_tokens, model_id=self.model_id,
             error=message,
         )
+
+
+class _Session(GenerationSession):
+    """Requests of one backend (one adapter) in its pipeline's running batch, stepped here.
+
+    A submitted request is tokenized and added to the pipeline at once; :meth:`collect` runs
+    pipeline steps and returns each request whose generation ended, as ``generate`` would
+    complete it. Steps also advance the requests of other sessions and callers of the same
+    pipeline, which collect their own. One thread uses a session.
+    """
+
+    def __init__(self, backend: OpenVINOBackend) -> None:
+        self._backend = backend
+        self._next_key = 0
+        self._ready: list[tuple[int, Completion]] = []  # answered without the pipeline
+        self._running: dict[int, tuple[Any, list[int], GenerationRequest]] = {}
+
+    def submit(self, request: GenerationRequest) -> int:
+        """Tokenize ``request`` and add it to the running batch; return its key.
+
+        Raises:
+            BackendError: the backend is closed, or its export cannot be loaded.
+        """
+        backend, shared = self._backend, self._backend._shared
+        key = self._next_key
+        self._next_key += 1
+        with shared.lock:
+            backend._check_open()
+            encoded = backend._encode(request)
+            if isinstance(encoded, Completion):  # it cannot run (too long, no chat template)
+                self._ready.append((key, encoded))
+                return key
+            pipeline = shared.pipeline(backend._adapter)
+            handle = pipeline.add_request(
+                next(shared.request_ids), _tensor(encoded), backend._config(request)
+            )
+        self._running[key] = (handle, encoded, request)
+        return key
+
+    def collect(self, wait: bool = True) -> list[tuple[int, Completion]]:
+        """Run pipeline steps (one, unless ``wait``); return the requests that ended.
+
+        Raises:
+            BackendError: the backend is closed, or the pipeline lost a request.
+            RuntimeError: a pipeline step failed; every request in flight is dropped.
+        """
+        backend, shared = self._backend, self._backend._shared
+        with shared.lock:
+            stepped = False
+            while True:
+                done, self._ready = self._ready + self._finished(), []
+                if done or not self._running or (stepped and not wait):
+                    return done
+                try:
+                    backend._check_open()
+                    pipeline = shared.pipelines[backend._adapter]
+                    pipeline.step()
+                    if not pipeline.has_non_finished_requests() and self._unfinished():
+                        raise BackendError("the OpenVINO pipeline lost requests it was running")
+                except Exception:
+                    self._drop()
+                    raise
+                stepped = True
+
+    @property
+    def in_flight(self) -> int:
+        """Requests submitted and not collected yet."""
+        return len(self._ready) + len(self._running)
+
+    def close(self) -> None:
+        """Cancel the requests still decoding (the pipeline frees them at its next step)."""
+        with self._backend._shared.lock:
+            self._drop()
+
+    def _finished(self) -> list[tuple[int, Completion]]:
+        """Take the requests whose generation ended out of ``_running``, as completions."""
+        backend = self._backend
+        done = []
+        for key, (handle, prompt, request) in list(self._running.items()):
+            status = handle.get_status()
+            if status == openvino_genai.GenerationStatus.RUNNING:
+                continue
+            del self._running[key]
+            if status == openvino_genai.GenerationStatus.FINISHED:
+                generated = [int(t) for t in handle.read_all()[0].generated_ids]
+                done.append((key, backend._completion(prompt, generated, request)))
+            else:  # IGNORED: no room in the key/value cache (or dropped by another caller)
+                message = f"the OpenVINO pipeline did not finish the request ({status.name})"
+                done.append((key, backend._error(message, input_tokens=len(prompt))))
+        return done
+
+    def _unfinished(self) -> bool:
+        return any(
+            handle.get_status() == openvino_genai.GenerationStatus.RUNNING
+            for handle, _, _ in self._running.values()
+        )
+
+    def _drop(self) -> None:
+        """Cancel every request in flight and forget them all (the lock is held)."""
+        for handle, _, _ in self._running.values():
+            handle.cancel()
+        self._running.clear()
+        self._ready.clear()
+
+
+def _tensor(ids: list[int]) -> Any:
+    """A prompt's token ids as the pipeline's input: an int64 tensor of one row."""
+    return ov.Tensor(np.array([ids], dtype=np.int64))
 
 
 def _tokenizer_and_config(
