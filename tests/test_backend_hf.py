@@ -732,3 +732,20 @@ def test_an_adapter_stops_at_the_turn_end_it_was_trained_with(
     assert stopped.stop_reason == "stop" and stopped.text == tokenizer.decode(ids[:2])
     (folder / TRAINING_REPORT).write_text(json.dumps({"eos": "not one token at all"}))
     assert trained_eos_ids([folder], tokenizer) == frozenset()
+
+
+def test_pin_end_of_turn_sets_the_tokenizer_and_the_generation_config(tiny: Path) -> None:
+    from lumos_gym.models.hf import pin_end_of_turn
+    from lumos_gym.models.sources import ALIASES
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny)
+    model = AutoModelForCausalLM.from_pretrained(tiny)
+    assert tokenizer.eos_token == "<|endoftext|>"
+    pin_end_of_turn(model, tokenizer, "<|im_end|>")
+    im_end = tokenizer.convert_tokens_to_ids("<|im_end|>")
+    assert tokenizer.eos_token_id == im_end and model.generation_config.eos_token_id == im_end
+    pin_end_of_turn(model, tokenizer, None)
+    assert tokenizer.eos_token == "<|im_end|>"
+    with pytest.raises(BackendError, match="not in the vocabulary"):
+        pin_end_of_turn(model, tokenizer, "<|no such token|>")
+    assert ALIASES["smollm2-135m"].eos_token == "<|im_end|>"

