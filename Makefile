@@ -27,9 +27,10 @@ $(VENV)/.installed: $(BIN)/python pyproject.toml
 
 install: $(VENV)/.installed
 
-# --resume: a second `make demo` (or one after a kill) runs only the episodes not yet written.
+# --resume: a second `make demo` (or one after a kill) runs only the episodes not yet written
+# in its own folder (without --out, each evaluation gets a new folder).
 demo: install
-	$(BIN)/lumos-gym evaluate --agent lumos-i --resume
+	$(BIN)/lumos-gym evaluate --agent lumos-i --out results/lumos-i --resume
 
 lint: install
 	$(BIN)/ruff check lumos_gym tests benchmarks docs

@@ -67,3 +67,11 @@ class ModelSpecError(BackendError, EvaluationError):
     No server URL, adapters on a served model, an adapter folder named twice: it stops an
     evaluation before it starts, so it is an :class:`EvaluationError` too.
     """
+
+
+class AgentLoadError(EvaluationError):
+    """An agent named by ``module:Class``, ``file.py:Class`` or a plugin cannot be loaded.
+
+    A missing file or module, a class that is not an agent, or a module whose import failed
+    (the message carries the failure).
+    """

@@ -16,12 +16,17 @@ with batching, threads or servers.
 
 from __future__ import annotations
 
+import functools
+import sys
 from abc import ABC, abstractmethod
 from collections.abc import Generator, Mapping
 from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
 from typing import Any, ClassVar
 
 from lumos_gym.envs.replay import StepOutcome
+from lumos_gym.envs.sources import file_sha256
 from lumos_gym.models.base import Completion, GenerationRequest
 from lumos_gym.registry import Registry
 
@@ -125,8 +130,62 @@ class Agent(ABC):
         """Play one episode from the first observation and ``info`` of ``reset``."""
 
     def describe(self) -> dict[str, Any]:
-        """Return the agent's name and full config, for results provenance."""
-        return {"name": self.name, "roles": list(self.roles), "config": vars(self.config)}
+        """Return the agent's name and full config, for results provenance.
+
+        An agent from outside lumos-gym also gets its ``source`` (:func:`agent_source`), so
+        that its results say which code ran, and a run resumes only with the same code.
+        """
+        described = {"name": self.name, "roles": list(self.roles), "config": vars(self.config)}
+        source = agent_source(type(self))
+        if source is not None:
+            described["source"] = source
+        return described
+
+
+#: The prefix of the module names that :func:`lumos_gym.agents.plugins.agent_class` gives the
+#: agent files it imports (``path/to/file.py:Class``).
+FILE_MODULE_PREFIX = "_lumos_gym_agent_file_"
+
+
+@functools.cache
+def _distributions() -> Mapping[str, list[str]]:
+    return metadata.packages_distributions()
+
+
+def _distribution(module: str) -> str | None:
+    """The installed distribution (``name version``) that holds ``module``, if any."""
+    for name in _distributions().get(module.partition(".")[0], [])[:1]:
+        try:
+            return f"{name} {metadata.version(name)}"
+        except metadata.PackageNotFoundError:
+            return None
+    return None
+
+
+def agent_source(cls: type) -> dict[str, Any] | None:
+    """Where an agent class from outside lumos-gym comes from; None for lumos-gym's own.
+
+    Returns:
+        ``{"file", "class", "sha256"}`` for a class imported from a file, else ``{"module",
+        "class", "file", "sha256"}`` (``file``: the module's file; ``sha256``: the checksum of
+        that file's bytes) and ``distribution`` (``name version``) when an installed package
+        holds the module, e.g. a plugin's. lumos-gym's own agents have none: the run's version
+        and git commit say what they ran.
+    """
+    module = cls.__module__
+    if module.partition(".")[0] == "lumos_gym":
+        return None
+    source: dict[str, Any] = {"class": cls.__qualname__}
+    if not module.startswith(FILE_MODULE_PREFIX):
+        source["module"] = module
+        distribution = _distribution(module)
+        if distribution is not None:
+            source["distribution"] = distribution
+    path = getattr(sys.modules.get(module), "__file__", None)
+    if path and Path(path).is_file():
+        source["file"] = str(Path(path).resolve())
+        source["sha256"] = file_sha256(Path(path))
+    return source
 
 
 AGENTS: Registry[type[Agent]] = Registry("agent")

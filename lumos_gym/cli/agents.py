@@ -1,25 +1,40 @@
-"""``lumos-gym agents``: the registered agents and the model roles each asks."""
+"""``lumos-gym agents``: the registered agents, where each comes from and the roles it asks."""
 
 from __future__ import annotations
 
 import argparse
 
-from lumos_gym.agents import AGENTS
+from lumos_gym.agents import AGENTS, load_agent_plugins
+from lumos_gym.agents.plugins import agent_origin, registered_agent
+from lumos_gym.errors import LumosGymError
 from lumos_gym.text import table
 
 
 def add_agents(sub: argparse._SubParsersAction) -> None:
     """Add the ``agents`` verb."""
-    p = sub.add_parser("agents", help="list the agents")
+    p = sub.add_parser(
+        "agents", help="list the agents",
+        description="List the built-in agents and those of installed plugins (the entry-point "
+        "group lumos_gym.agents). Agents of your own need no registration: evaluate --agent "
+        "package.module:Class or --agent path/to/file.py:Class (docs/agents.md).",
+    )
     p.set_defaults(func=cmd_agents)
 
 
 def cmd_agents(args: argparse.Namespace) -> int:
-    """Print the registered agents and the model roles each asks."""
+    """Print the registered agents, where each comes from and the model roles it asks."""
+    load_agent_plugins()
     rows = []
     for name in AGENTS.names():
-        cls = AGENTS.get(name)
-        doc = (cls.__doc__ or "").strip().splitlines()[0]
-        rows.append([name, ", ".join(cls.roles) or "(none)", doc])
-    print(table(["agent", "roles", "description"], rows))
+        origin = agent_origin(name)
+        try:
+            cls = registered_agent(name)
+        except LumosGymError as e:  # a broken plugin is listed with its error
+            rows.append([name, "?", origin, f"cannot be loaded: {e}"])
+            continue
+        doc = ((cls.__doc__ or "").strip().splitlines() or [""])[0]
+        rows.append([name, ", ".join(cls.roles) or "(none)", origin, doc])
+    print(table(["agent", "roles", "from", "description"], rows))
+    print("\nyour own: lumos-gym evaluate --agent package.module:Class, or --agent "
+          "path/to/file.py:Class (see docs/agents.md)")
     return 0

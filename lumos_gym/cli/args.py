@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -22,6 +23,29 @@ def parse_kwargs(pairs: Sequence[str]) -> dict[str, Any]:
         except ValueError:
             kwargs[key] = value
     return kwargs
+
+
+def parse_model_args(values: Sequence[str]) -> dict[str, Any]:
+    """Parse ``--model-args`` values: ``key=value,key=value``, the flag repeatable.
+
+    A comma starts a new pair only where a ``key=`` follows it, so a JSON value may hold
+    commas (``engine_options={"a": 1, "b": 2}``). Values are JSON when they parse (numbers,
+    ``true``, ``null``...), else strings.
+
+    Raises:
+        LumosGymError: an item that is not ``key=value``, or a key given twice.
+    """
+    args: dict[str, Any] = {}
+    for value in values:
+        for pair in re.split(r",(?=\s*[A-Za-z_][A-Za-z0-9_]*=)", value):
+            parsed = parse_kwargs([pair.strip()])
+            for key in parsed:
+                if not key.isidentifier():
+                    raise LumosGymError(f"--model-args: expected key=value, got {pair!r}")
+                if key in args:
+                    raise LumosGymError(f"--model-args: {key} is given twice")
+            args.update(parsed)
+    return args
 
 
 def at_least(kind: type, minimum: float, name: str) -> Callable[[str], Any]:

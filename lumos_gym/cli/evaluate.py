@@ -8,11 +8,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from lumos_gym.agents.base import AgentConfig
-from lumos_gym.cli.args import nonnegative_float, parse_kwargs, positive_int
+from lumos_gym.agents.plugins import SPEC_HELP
+from lumos_gym.cli.args import nonnegative_float, parse_kwargs, parse_model_args, positive_int
 from lumos_gym.envs import load_plugins
+from lumos_gym.errors import ModelSpecError
 from lumos_gym.leaderboard.evaluate import EvaluationResult, RunConfig, evaluate
 from lumos_gym.leaderboard.results import format_table
-from lumos_gym.models.factory import ModelOptions, default_backend
+from lumos_gym.models.factory import ModelOptions, check_backend_options, default_backend
 
 
 def add_evaluate(sub: argparse._SubParsersAction) -> None:
@@ -31,7 +33,7 @@ def add_evaluate(sub: argparse._SubParsersAction) -> None:
 
 def _add_task_flags(p: argparse.ArgumentParser) -> None:
     """The agent and what it runs on."""
-    p.add_argument("--agent", default="lumos-i", help="agent name (lumos-gym agents)")
+    p.add_argument("--agent", default="lumos-i", help=f"{SPEC_HELP} (default: lumos-i)")
     p.add_argument("--env", action="append", default=[], help="env id, repeatable")
     p.add_argument("--suite", default=None,
                    help="suite name (lumos-gym suites) or suite .json file (default: offline)")
@@ -64,6 +66,11 @@ def _add_model_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device", default=None, help="torch device (hf) or OpenVINO device (openvino)")
     p.add_argument("--dtype", default=None,
                    help="torch dtype (hf), or the precision of the openvino backend (f32, bf16)")
+    p.add_argument("--model-args", action="append", default=[], metavar="KEY=VALUE,...",
+                   help="backend constructor arguments, e.g. timeout=120,max_retries=2 "
+                   "(openai), max_context=4096 (hf, openvino), threads=4 (openvino); values "
+                   "are JSON when they parse, else text; an unknown key is refused with the "
+                   "backend's keys; recorded in run.json")
     p.add_argument("--max-rounds", type=positive_int, default=None,
                    help="plan/ground rounds per episode (default: Lumos' limit per task type)")
     p.add_argument("--max-new-tokens", type=positive_int, default=128)
@@ -79,10 +86,13 @@ def _add_run_flags(p: argparse.ArgumentParser) -> None:
                    "shards' --out folders with lumos-gym merge")
     p.add_argument("--wall-timeout", type=nonnegative_float, default=None,
                    help="seconds an episode may run; then it ends as step-limit")
-    p.add_argument("--out", default=None, help="results folder (default: results/AGENT)")
+    p.add_argument("--out", default=None,
+                   help="results folder (default: a new results/AGENT-SUITE-YYYYmmdd-HHMMSS "
+                   "per run, which results/latest then names)")
     p.add_argument("--resume", action="store_true",
-                   help="continue the run in --out (a killed one): only the episodes not "
-                   "written yet are run; without it a folder holding episodes is refused")
+                   help="continue the run in --out (a killed one), or with no --out the one "
+                   "results/latest names (if any): only the episodes not written yet are run; "
+                   "without it a folder holding episodes is refused")
     p.add_argument("--ray", nargs="?", const="local", default=None, metavar="ADDRESS",
                    help="run the episodes on Ray actors: this machine's Ray with no ADDRESS, "
                    "else a cluster (auto, ray://HOST:10001); needs lumos-gym[ray]")
@@ -116,14 +126,31 @@ def role_paths(pairs: Sequence[str]) -> dict[str, str]:
 
 
 def model_options(args: argparse.Namespace) -> ModelOptions:
-    """The models of the run, from the model flags."""
+    """The models of the run, from the model flags.
+
+    Raises:
+        ModelSpecError: ``--model-args`` that the backend does not take, that repeat
+            ``--device`` or ``--dtype``, or that hold an API key.
+    """
+    backend = args.backend or default_backend()
     options: dict[str, Any] = {}
     if args.device:
         options["device"] = args.device
     if args.dtype:
         options["dtype"] = args.dtype
+    given = parse_model_args(args.model_args)
+    if "api_key" in given:
+        raise ModelSpecError("--model-args: give api_key_env=VARIABLE (the environment variable "
+                             "that holds the key), not the key: the command line is recorded")
+    twice = sorted(set(given) & set(options))
+    if twice:
+        raise ModelSpecError(f"--model-args: {twice[0]} is given by --{twice[0]} too; give it "
+                             "once")
+    if given:
+        check_backend_options(backend, given)  # before any env or model loads
+    options.update(given)
     return ModelOptions(
-        backend=args.backend or default_backend(), model=args.model, planner=args.planner,
+        backend=backend, model=args.model, planner=args.planner,
         grounder=args.grounder,
         adapters=role_paths(args.adapter), base_url=args.base_url,
         batch_size=args.batch_size, options=options, reference=not args.no_reference,

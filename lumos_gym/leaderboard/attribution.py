@@ -35,7 +35,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lumos_gym.agents import AGENTS
+from lumos_gym.agents.plugins import registered_agent
 from lumos_gym.errors import LumosGymError
 from lumos_gym.leaderboard.results import ResultsError, read_results
 
@@ -240,7 +240,7 @@ def counterfactual_kind(agent: str) -> tuple[str, str] | None:
     None for an agent that is not a counterfactual, or that this installation does not know.
     """
     try:
-        cls = AGENTS.get(agent)
+        cls = registered_agent(agent)
     except LumosGymError:
         return None
     of, replaces = getattr(cls, "counterfactual_of", None), getattr(cls, "replaces", None)

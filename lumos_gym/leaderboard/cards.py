@@ -1,9 +1,10 @@
 """Run cards and training seeds: what made each row, and the spread that training alone causes.
 
-A row's *card* (read from its ``run.json``) names the commit and backend that scored it and,
-for each adapter, the training card that :mod:`lumos_gym.leaderboard.provenance` recorded: the
-base model, the recipe, the seed, the optimizer steps and batch, and the training files with
-their checksums.
+A row's *card* (read from its ``run.json``) names the commit and backend that scored it, the
+code of an agent from outside lumos-gym (its module or file, with a checksum), the backend
+options given (``--model-args``) and, for each adapter, the training card that
+:mod:`lumos_gym.leaderboard.provenance` recorded: the base model, the recipe, the seed, the
+optimizer steps and batch, and the training files with their checksums.
 
 Rows whose cards agree on everything but the seed (the same agent, base model, recipe, steps,
 batch, learning rate and training files) are one agent trained with several seeds:
@@ -21,6 +22,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Protocol
 
 #: The card fields that must agree for two rows to be seeds of one agent.
@@ -68,12 +70,35 @@ def training_seeds(run: Mapping[str, Any]) -> list[int]:
     return sorted({c["seed"] for c in role_cards(run).values() if c.get("seed") is not None})
 
 
+def source_text(run: Mapping[str, Any]) -> str | None:
+    """Where the run's agent came from, for an agent from outside lumos-gym (else None).
+
+    E.g. ``agent calc_agent.py:CalculatorAgent (sha256 1a2b3c4d)`` or ``agent
+    mypkg.agents:MyAgent from mypkg 1.0 (sha256 ...)``.
+    """
+    agent = run.get("agent")
+    source = agent.get("source") if isinstance(agent, Mapping) else None
+    if not isinstance(source, Mapping):
+        return None
+    where = source.get("module") or Path(str(source.get("file") or "?")).name
+    text = f"agent {where}:{source.get('class', '?')}"
+    if source.get("distribution"):
+        text += f" from {source['distribution']}"
+    return text + f" (sha256 {str(source.get('sha256') or '?')[:8]})"
+
+
 def card_text(run: Mapping[str, Any]) -> str:
-    """One line naming what scored the run and what trained its adapters."""
+    """One line naming what scored the run, its own agent's code, and what trained its adapters."""
     git = run.get("git") or {}
     commit = str(git.get("commit") or "?")[:7] + (" (dirty)" if git.get("dirty") else "")
     backends = ", ".join(run.get("backend") or []) or "?"
     parts = [f"scored at {commit} on {backends}"]
+    source = source_text(run)
+    if source is not None:
+        parts.append(source)
+    args = run.get("model_args")
+    if args:
+        parts.append("model args " + ", ".join(f"{k}={v}" for k, v in sorted(args.items())))
     for role, card in role_cards(run).items():
         files = (card.get("data") or {}).items()
         data = ", ".join(f"{name} {digest[:8]}" for name, digest in files)
@@ -81,7 +106,7 @@ def card_text(run: Mapping[str, Any]) -> str:
             f"{role}: {card.get('recipe')} seed {card.get('seed')}, {card.get('steps')} steps of "
             f"{card.get('batch_size')}, {card.get('train_examples')} records ({data or 'no data'})"
         )
-    if len(parts) == 1:
+    if not role_cards(run):
         parts.append("no training card (shipped or untrained models, or an older run)")
     return "; ".join(parts)
 

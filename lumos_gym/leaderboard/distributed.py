@@ -30,7 +30,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from lumos_gym.agents.base import Agent
+from lumos_gym.agents.base import FILE_MODULE_PREFIX, Agent
 from lumos_gym.agents.runner import EpisodeRecord, EpisodeSpec, Runner, _Progress
 from lumos_gym.envs import load_plugins
 from lumos_gym.errors import LumosGymError
@@ -148,6 +148,12 @@ class RayPool:
         worker_gpus: float = 0.0,
         max_workers: int | None = None,
     ) -> None:
+        if type(agent).__module__.startswith(FILE_MODULE_PREFIX):
+            raise DistributedError(
+                "an agent from a file (path/to/file.py:Class) cannot run on Ray workers, which "
+                "cannot import that file; put it in a module importable on every node and name "
+                "it package.module:Class"
+            )
         ray = _ray()
         self.ray = ray
         self.started = False

@@ -26,9 +26,17 @@ from lumos_gym.errors import EvaluationError
 from lumos_gym.jsonl import write_json_atomic
 from lumos_gym.leaderboard.backends import agent_backends
 from lumos_gym.leaderboard.distributed import RayPool
+from lumos_gym.leaderboard.folders import (
+    LATEST,
+    RESULTS_ROOT,
+    default_out,
+    follow_latest,
+    point_latest,
+    run_label,
+)
 from lumos_gym.leaderboard.output import ResultsFile, check_existing, check_resumable
 from lumos_gym.leaderboard.plan import EpisodePlan, parse_shard, plan_episodes
-from lumos_gym.leaderboard.provenance import fingerprint, provenance
+from lumos_gym.leaderboard.provenance import fingerprint, model_args, provenance
 from lumos_gym.leaderboard.results import (  # noqa: F401  (mean_se: workflows.reproduce's)
     episode_key,
     mean_se,
@@ -52,7 +60,9 @@ class RunConfig:
 
     Attributes:
         agent: an agent name (``lumos-i``, ``lumos-o``, ``integrated``, ``react``, ``cot``,
-            ``direct``, ``oracle``) or an agent.
+            ``direct``, ``oracle``, a plugin's), ``package.module:Class``,
+            ``path/to/file.py:Class`` (:func:`~lumos_gym.agents.plugins.agent_class`), or an
+            agent.
         envs: env ids (the ``lumos/`` prefix may be left out).
         suite: a suite name (``lumos-gym suites``) or suite file; ``offline`` when no env is
             named.
@@ -66,10 +76,12 @@ class RunConfig:
         shard: ``(i, n)`` or ``"i/n"``: run only shard i of n (:func:`.plan.shard_keys`:
             round-robin over the sorted episode keys); merge the shards' folders with
             :func:`.results.merge_results`.
-        out: the results folder (default ``results/AGENT``).
+        out: the results folder; by default a new one per run,
+            ``results/<agent>-<suite or envs>-<YYYYmmdd-HHMMSS>``, which ``results/latest`` then
+            names (:mod:`.folders`).
         resume: continue the run whose episodes ``out`` already holds (only the episodes not
-            there are run; the configuration must match). Without it, a folder holding
-            episodes is refused.
+            there are run; the configuration must match); with no ``out``, the run that
+            ``results/latest`` names, if any. Without it, a folder holding episodes is refused.
         ray: run the episodes on Ray actors (:mod:`lumos_gym.leaderboard.distributed`):
             ``True`` or ``"local"`` for this machine's Ray, else a cluster address (``auto``,
             ``ray://host:10001``).
@@ -158,14 +170,16 @@ def evaluate(config: RunConfig) -> EvaluationResult:
     privileged = bool(getattr(agent, "needs_privileged_info", False))
     plan = plan_episodes(entries, seed=config.seed, privileged=privileged, shard=shard,
                          gold_plans=bool(getattr(agent, "needs_gold_plan", False)))
-    out_dir = Path(config.out) if config.out is not None else Path("results") / agent.name
+    out_dir, new_default = _out_dir(config, agent.name, chosen)
     results = ResultsFile(out_dir / "episodes.jsonl")
     if results.done:
         check_existing(out_dir, results.done, plan.by_key, agent, config.resume)
     todo = [plan.by_key[k] for k in plan.selected if k not in results.done]
     resumed = len(plan.selected) - len(todo)
     with contextlib.closing(results), _Executor(agent, config, len(todo)) as executor:
-        run = _start_run(out_dir, executor, chosen, plan, config.provenance)
+        run = _start_run(out_dir, executor, chosen, plan, _extra_provenance(config, agent))
+        if new_default:
+            point_latest(out_dir)
         if resumed:
             print(f"resuming: {resumed} of {len(plan.selected)} episodes already in "
                   f"{results.path}")
@@ -176,6 +190,32 @@ def evaluate(config: RunConfig) -> EvaluationResult:
     summary["provenance"] = provenance_for_summary(run)
     write_json_atomic(out_dir / "summary.json", summary)
     return EvaluationResult(out_dir, summary, records, resumed)
+
+
+def _extra_provenance(config: RunConfig, agent: Agent) -> dict[str, Any]:
+    """The run config's ``provenance``, and the backend options when backends are built here."""
+    extra = dict(config.provenance or {})
+    if config.models is not None and config.backends is None and agent.roles:
+        extra["model_args"] = model_args(config.models.options)
+    return extra
+
+
+def _out_dir(config: RunConfig, agent: str, chosen: Suite | None) -> tuple[Path, bool]:
+    """The run's results folder, and whether it is a new default one (``latest`` then names it).
+
+    ``out`` when given; else, to resume, the folder ``results/latest`` names (when there is
+    none, nothing is lost: the run starts afresh); else a new :func:`~.folders.default_out`
+    folder.
+    """
+    if config.out is not None:
+        return Path(config.out), False
+    pointer = RESULTS_ROOT / LATEST
+    if config.resume and pointer.exists():
+        folder = follow_latest(pointer)
+        print(f"resuming {folder} ({pointer})")
+        return folder, False
+    label = run_label(chosen.name if chosen else None, config.envs)
+    return default_out(agent, label), True
 
 
 def _shard(shard: tuple[int, int] | str | None) -> tuple[int, int] | None:

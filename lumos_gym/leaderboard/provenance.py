@@ -1,8 +1,9 @@
 """Provenance: what made a run, written into ``run.json`` and ``summary.json``.
 
-:func:`provenance` records the code (version, git commit), the agent, each role's model and
-adapters (with checksums and the card of their training), decoding, the machine and the
-library versions;
+:func:`provenance` records the code (version, git commit), the agent (and, for an agent from
+outside lumos-gym, its module or file with a checksum), each role's model and adapters (with
+checksums and the card of their training), decoding, the machine and the library versions;
+:func:`model_args` the backend options, secrets hidden;
 :func:`data_provenance` where each env's tasks come from, with checksums; :func:`fingerprint`
 what must match for a run to resume another. :func:`portable_paths` writes this machine's
 paths so that they travel between checkouts.
@@ -56,6 +57,23 @@ def portable_paths(value: Any) -> Any:
         return item
 
     return convert(value)
+
+
+#: Words in a backend option's name that mark a secret, which ``run.json`` never holds.
+SECRET_WORDS = ("key", "token", "secret", "password")
+
+
+def model_args(options: Mapping[str, Any]) -> dict[str, Any]:
+    """The backend options of a run (``--model-args``, ``--device``...) for ``run.json``.
+
+    An option named like a secret (``api_key``) shows ``"<hidden>"``; one that names where a
+    secret is kept (``api_key_env``: an environment variable's name) is shown as it is.
+    """
+    shown: dict[str, Any] = {}
+    for key, value in sorted(options.items()):
+        secret = any(word in key.lower() for word in SECRET_WORDS) and not key.endswith("_env")
+        shown[key] = "<hidden>" if secret else value
+    return portable_paths(json.loads(json.dumps(shown, default=str)))
 
 
 def fingerprint(agent: Agent, backends: Mapping[str, Backend]) -> dict[str, Any]:

@@ -44,7 +44,7 @@ from typing import Any
 from urllib.parse import quote
 
 from lumos_gym import __version__
-from lumos_gym.agents import AGENTS
+from lumos_gym.agents.plugins import registered_agent
 from lumos_gym.errors import EvaluationError, LumosGymError
 from lumos_gym.leaderboard.attribution import (
     ATTRIBUTION_NOTE,
@@ -56,6 +56,7 @@ from lumos_gym.leaderboard.attribution import (
 )
 from lumos_gym.leaderboard.cards import cards_markdown, seeds_markdown
 from lumos_gym.leaderboard.claims import claims_markdown
+from lumos_gym.leaderboard.folders import follow_latest, is_latest_link
 from lumos_gym.leaderboard.plan import plan_env, spec_key
 from lumos_gym.leaderboard.results import (
     SCORE_RULE,
@@ -141,16 +142,19 @@ def _is_results_dir(path: Path) -> bool:
 def find_results_dirs(path: str | Path) -> list[Path]:
     """Return the results folders at ``path``: itself, or its sub-folders down two levels.
 
+    A ``latest`` pointer (:mod:`.folders`) stands for the folder it names; inside a folder it
+    is passed over, as the folder it names is there too.
+
     Raises:
         LeaderboardError: ``path`` does not exist or holds no results folder.
     """
-    root = Path(path)
+    root = follow_latest(Path(path))
     if not root.is_dir():
         raise LeaderboardError(f"{root}: no such results folder")
     if _is_results_dir(root):
         return [root]
     found: list[Path] = []
-    for child in sorted(p for p in root.iterdir() if p.is_dir()):
+    for child in sorted(p for p in root.iterdir() if p.is_dir() and not is_latest_link(p)):
         if _is_results_dir(child):
             found.append(child)
             continue
@@ -387,7 +391,7 @@ def build_entry(name: str, dirs: Sequence[ResultsDir], envs: Iterable[str] | Non
 def _reads_gold(agent: str) -> bool:
     """Whether the registered agent ``agent`` reads gold answers (False for an unknown one)."""
     try:
-        return bool(getattr(AGENTS.get(agent), "needs_privileged_info", False))
+        return bool(getattr(registered_agent(agent), "needs_privileged_info", False))
     except LumosGymError:  # an agent this installation does not know
         return False
 
@@ -426,6 +430,27 @@ def _unique_names(groups: Sequence[list[ResultsDir]]) -> list[str]:
     return out
 
 
+def _distinct_folders(paths: Sequence[str | Path], warnings: list[str]) -> list[tuple[int, Path]]:
+    """The results folders of ``paths`` with the argument each came from, each folder once.
+
+    A folder reached twice (``results/*`` gives ``results/latest`` beside the run it names)
+    is kept under its own name rather than a ``latest`` link's. Arguments that hold no
+    results add a warning.
+    """
+    found: list[tuple[int, Path]] = []
+    for n, path in enumerate(paths):
+        try:
+            found += [(n, folder) for folder in find_results_dirs(path)]
+        except LeaderboardError as e:
+            warnings.append(str(e))
+    kept: dict[Path, int] = {}
+    for index, (_, folder) in enumerate(found):
+        key = folder.resolve()
+        if key not in kept or (is_latest_link(found[kept[key]][1]) and not is_latest_link(folder)):
+            kept[key] = index
+    return [found[i] for i in sorted(kept.values())]
+
+
 def load_board(paths: Sequence[str | Path], *, suite: str | None = None) -> Board:
     """Read results folders into a ranked :class:`Board`.
 
@@ -437,19 +462,13 @@ def load_board(paths: Sequence[str | Path], *, suite: str | None = None) -> Boar
     """
     warnings: list[str] = []
     groups: dict[tuple[int, str], list[ResultsDir]] = {}
-    for n, path in enumerate(paths):
+    for n, folder in _distinct_folders(paths, warnings):
         try:
-            found = find_results_dirs(path)
+            d = load_results_dir(folder)
         except LeaderboardError as e:
-            warnings.append(str(e))
+            warnings.append(f"{e}; {folder} skipped")
             continue
-        for folder in found:
-            try:
-                d = load_results_dir(folder)
-            except LeaderboardError as e:
-                warnings.append(f"{e}; {folder} skipped")
-                continue
-            groups.setdefault((n, d.group_key()), []).append(d)  # runs never span arguments
+        groups.setdefault((n, d.group_key()), []).append(d)  # runs never span arguments
     columns: list[str] | None = None
     if suite is not None:
         try:

@@ -9,8 +9,9 @@ arguments. :func:`backend_from_spec` reads a ``BACKEND:MODEL[@BASE_URL]`` string
 from __future__ import annotations
 
 import importlib.util
+import inspect
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -63,6 +64,42 @@ def backend_class(name: str) -> type[Backend]:
         raise BackendError(f"the {name!r} backend cannot be imported: {e}") from e
 
 
+#: Constructor arguments that :func:`build_backend` sets itself, and the flag that sets each.
+SET_BY_FLAGS: dict[str, str] = {
+    "model": "--model", "adapter": "--adapter", "adapters": "--adapter",
+    "base_url": "--base-url", "batch_size": "--batch-size", "max_concurrency": "--batch-size",
+}
+
+
+def backend_options(backend: str) -> tuple[list[str], bool]:
+    """The options a backend takes: its constructor's keyword arguments, from its signature.
+
+    Returns:
+        The names ``options`` may give (those :func:`build_backend` sets itself left out), and
+        whether the constructor passes any other keyword on (``vllm``'s engine options).
+    """
+    parameters = inspect.signature(backend_class(backend).__init__).parameters.values()
+    named = [p.name for p in parameters
+             if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+             and p.name != "self" and p.name not in SET_BY_FLAGS]
+    return named, any(p.kind is p.VAR_KEYWORD for p in parameters)
+
+
+def check_backend_options(backend: str, options: Mapping[str, Any]) -> None:
+    """Refuse options the backend's constructor does not take, naming those it does.
+
+    Raises:
+        ModelSpecError: an unknown option, or one that a flag sets (``batch_size``...).
+    """
+    accepted, open_ended = backend_options(backend)
+    for key in options:
+        if key in SET_BY_FLAGS:
+            raise ModelSpecError(f"{key!r} is not a model option: {SET_BY_FLAGS[key]} sets it")
+        if key not in accepted and not open_ended:
+            raise ModelSpecError(f"the {backend} backend takes no option {key!r}; it takes: "
+                                 f"{', '.join(accepted)}")
+
+
 def build_backend(
     backend: str,
     model: str,
@@ -81,13 +118,17 @@ def build_backend(
         base_url: the server of the ``openai`` backend.
         batch_size: the most requests one call completes at once (``hf``, ``openvino``) or
             keeps in flight (``openai``).
-        options: further constructor arguments (``device``, ``dtype``...).
+        options: further constructor arguments (``device``, ``dtype``, ``timeout``...:
+            :func:`backend_options` lists a backend's).
 
     Raises:
-        ModelSpecError: adapters for a served model, or ``openai`` without a URL.
+        ModelSpecError: adapters for a served model, ``openai`` without a URL, an option the
+            backend does not take, or one its constructor refuses (a value out of range).
         BackendError: the backend cannot be imported or fails to start.
     """
     cls = backend_class(backend)
+    check_backend_options(backend, options)
+    arguments: dict[str, Any] = {}
     if backend == "openai":
         if adapters:
             raise ModelSpecError(
@@ -96,12 +137,19 @@ def build_backend(
             )
         if not base_url:
             raise ModelSpecError("the openai backend needs --base-url")
-        return cls(model, base_url=base_url, max_concurrency=batch_size, **options)
-    if backend in ("hf", "openvino"):
-        return cls(model, adapters=adapters or None, batch_size=batch_size, **options)
-    if adapters:
-        options["adapters"] = adapters
-    return cls(model, **options)
+        arguments = {"base_url": base_url, "max_concurrency": batch_size}
+    elif backend in ("hf", "openvino"):
+        arguments = {"adapters": adapters or None, "batch_size": batch_size}
+    elif adapters:
+        arguments = {"adapters": adapters}
+    try:
+        return cls(model, **arguments, **options)
+    except (ValueError, TypeError) as e:  # the constructor's checks of the values it is given
+        if not options:
+            raise
+        shown = ", ".join(f"{k}={v!r}" for k, v in options.items())
+        raise ModelSpecError(f"the {backend} backend failed with the options {shown}: "
+                             f"{type(e).__name__}: {e}") from e
 
 
 def backend_from_spec(spec: str, *, batch_size: int = 8) -> Backend:
@@ -137,7 +185,8 @@ class ModelOptions:
         base_url: the server of the ``openai`` backend.
         batch_size: the most requests one backend call completes at once (``hf``/``vllm``) or
             keeps in flight (``openai``).
-        options: further backend constructor arguments (``device``, ``dtype``...).
+        options: further backend constructor arguments (``device``, ``dtype``; ``--model-args``
+            gives any of :func:`backend_options`).
         reference: use the reference adapters shipped for the agent (see
             :mod:`lumos_gym.models.reference`) when no model, role model or adapter is named.
     """

@@ -76,6 +76,19 @@ class _RequestFailed(Exception):
         self.retry_after = retry_after
 
 
+def _key_from_environment(variable: str | None) -> str:
+    """The bearer token in ``$variable`` (which must be set), else in ``$OPENAI_API_KEY``.
+
+    Raises:
+        ValueError: ``variable`` is named and not set.
+    """
+    if variable is None:
+        return os.environ.get("OPENAI_API_KEY") or "EMPTY"
+    if not os.environ.get(variable):
+        raise ValueError(f"api_key_env names ${variable}, which is not set")
+    return os.environ[variable]
+
+
 class OpenAIBackend(Backend):
     """A model served over an OpenAI-compatible HTTP API.
 
@@ -83,8 +96,12 @@ class OpenAIBackend(Backend):
         model: the model name the server knows (``GET /v1/models`` lists them).
         base_url: the API root, e.g. ``http://127.0.0.1:8000/v1``; a URL without a path gets
             ``/v1`` appended.
-        api_key: the bearer token; defaults to ``$OPENAI_API_KEY``, else ``"EMPTY"`` (what
-            local servers expect).
+        api_key: the bearer token; defaults to the variable ``api_key_env`` names, else
+            ``"EMPTY"`` (what local servers expect).
+        api_key_env: the environment variable that holds the bearer token (default
+            ``OPENAI_API_KEY``); a variable named here must be set. Name it on the command
+            line (``--model-args api_key_env=MY_KEY``), never the key itself: the command
+            line is recorded with the results.
         mode: ``"auto"`` sends raw prompts to ``/v1/completions`` and chat messages to
             ``/v1/chat/completions``; ``"chat"`` sends everything to the chat endpoint, a raw
             prompt as one user message; ``"completions"`` sends only raw prompts.
@@ -110,6 +127,7 @@ class OpenAIBackend(Backend):
         *,
         base_url: str,
         api_key: str | None = None,
+        api_key_env: str | None = None,
         mode: Mode = "auto",
         max_concurrency: int = 8,
         timeout: float = 60.0,
@@ -136,7 +154,7 @@ class OpenAIBackend(Backend):
         self.max_retries = max_retries
         self.backoff = backoff
         self.max_backoff = max_backoff
-        key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY") or "EMPTY"
+        key = api_key if api_key is not None else _key_from_environment(api_key_env)
         self._client = httpx.Client(
             headers={"Authorization": f"Bearer {key}"},
             timeout=timeout,
