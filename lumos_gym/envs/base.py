@@ -18,20 +18,19 @@ image) and return :class:`gymnasium.spaces.Dict` observations through :meth:`obs
 from __future__ import annotations
 
 import re
-import string
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
 from typing import Any, ClassVar
 
 import gymnasium as gym
-from gymnasium import spaces
 
 from lumos_gym.actions import Action, parse_actions, substitute
 from lumos_gym.envs.sources import TaskSource
 from lumos_gym.envs.tasks import Task
+from lumos_gym.envs.text_space import TextSpace
+from lumos_gym.envs.text_space import text_charset as text_charset  # kept importable here
 from lumos_gym.errors import LumosGymError, ToolError
 from lumos_gym.retrieval.documents import Document
 from lumos_gym.tools import ToolContext, Toolset, ToolSpec
@@ -50,19 +49,6 @@ _TRUNCATION_MARK = "\n[... truncated]"
 
 #: Characters outside :func:`text_charset` (kept in step with it).
 _OUTSIDE_CHARSET = re.compile("[^\t\n\x20-\x7e\xa0-\ud7ff\ue000-\ufffd]")
-
-
-@lru_cache(maxsize=1)
-def text_charset() -> frozenset[str]:
-    """Return the characters of lumos-gym text spaces.
-
-    They are printable ASCII, tab, newline and the rest of the Unicode basic plane except
-    control and surrogate code points.
-    """
-    chars = set(string.printable) - set("\r\x0b\x0c")
-    chars.update(chr(c) for c in range(0xA0, 0xD800))
-    chars.update(chr(c) for c in range(0xE000, 0xFFFE))
-    return frozenset(chars)
 
 
 def normalize_text(text: str, max_chars: int = MAX_OBSERVATION_CHARS) -> str:
@@ -186,10 +172,8 @@ class LumosEnv(gym.Env[str, str], ABC):
         if len(self._by_id) != len(task_list):
             raise LumosGymError(f"{type(self).__name__}: task ids are not unique")
         self.toolset = Toolset(tools if tools is not None else self.default_tools)
-        self.observation_space = spaces.Text(
-            MAX_OBSERVATION_CHARS, min_length=0, charset=text_charset()
-        )
-        self.action_space = spaces.Text(MAX_ACTION_CHARS, min_length=0, charset=text_charset())
+        self.observation_space = TextSpace(MAX_OBSERVATION_CHARS)
+        self.action_space = TextSpace(MAX_ACTION_CHARS)
         self._episode: EpisodeState | None = None
         self._transcript: list[str] = []
 
