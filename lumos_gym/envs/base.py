@@ -5,7 +5,9 @@ Observations and actions are text. ``reset`` shows a task; ``step`` parses one o
 variables and returns their results as text. The terminal action ``Answer(<value or R<n>>)``
 ends the episode and scores it. Whatever the agent sends, ``step`` returns an observation: a
 parse error, an unknown tool, an undefined variable or a failing tool becomes an
-``Error: ...`` line and a counter in ``info``, never an exception.
+``Error: ...`` line and a counter in ``info``, never an exception. A tool's own crash (an
+exception other than :class:`~lumos_gym.errors.LumosGymError`: a bug, not the agent's input) is
+also named in ``info["tool_crash"]`` of its step, so that a runner does not blame the agent.
 
 Web and game envs (``ends_by_answer = False``) end episodes themselves: ``reset`` opens an
 :class:`EpisodeSession` (a shop browser session, a game process) that the family's tools act on
@@ -105,6 +107,8 @@ class EpisodeState:
     tool_seconds: float = 0.0
     error_kinds: dict[str, int] = field(default_factory=dict)
     metrics: dict[str, float] | None = None
+    #: ``"<tool> failed: <exception>"`` when a tool crashed in the current step.
+    tool_crash: str | None = None
 
     def count_error(self, kind: str) -> None:
         """Count one error of ``kind`` (parse, unknown-tool, undefined-variable, tool...)."""
@@ -233,6 +237,7 @@ class LumosEnv(gym.Env[str, str], ABC):
         if episode.done:
             raise gym.error.ResetNeeded("the episode has ended; call reset()")
         episode.steps += 1
+        episode.tool_crash = None
         lines = self._execute(episode, action if isinstance(action, str) else str(action))
         observation = normalize_text("\n".join(lines))
         reward = 0.0
@@ -335,6 +340,8 @@ class LumosEnv(gym.Env[str, str], ABC):
             "variables": dict(episode.context.variables),
             "tool_seconds": round(episode.tool_seconds, 6),
         }
+        if episode.tool_crash is not None:
+            info["tool_crash"] = episode.tool_crash
         session = episode.context.session
         if not self.ends_by_answer and not episode.done and session is not None:
             # what a step-limit truncation scores (partial game score, no purchase yet)
@@ -400,7 +407,8 @@ class LumosEnv(gym.Env[str, str], ABC):
                 kind = "tool" if isinstance(e, ToolError) else "undefined-variable"
                 raise _ActionFailure(kind, f"{act.name}: {e}") from e
             except Exception as e:  # a tool bug must not end the run: report it as an error
-                raise _ActionFailure("tool", f"{act.name} failed: {type(e).__name__}: {e}") from e
+                episode.tool_crash = f"{act.name} failed: {type(e).__name__}: {e}"
+                raise _ActionFailure("tool", episode.tool_crash) from e
             finally:
                 episode.tool_seconds += time.perf_counter() - started
             values = result.values
