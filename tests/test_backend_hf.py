@@ -366,6 +366,26 @@ def test_prefix_cache_keeps_greedy_outputs(
         assert cached.generate([request])[0].text == tokenizer.decode(tokens)
 
 
+def test_adapters_and_the_prefix_cache_warn_nothing_a_user_cannot_act_on(
+    tiny: Path, lora_dirs: dict[str, Path], uncached: HFBackend
+) -> None:
+    """transformers' FutureWarnings about names that lumos-gym or peft use (``past_key_values``,
+    ``is_gradient_checkpointing``) are not shown: the calls use the new names, or hide them."""
+    import warnings
+
+    requests = [greedy(HEAD + tail, 6) for tail in TAILS[:3]]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with HFBackend(str(tiny), device=CPU, batch_size=3, adapters=lora_dirs) as multi:
+            planner = multi.with_adapter("planner")
+            texts = [[c.text for c in view.generate(requests)] for view in (multi, planner)]
+            assert one_at_a_time(multi, requests) == multi.generate(requests)
+            assert multi.prefix_cache is not None and multi.prefix_cache.reused_tokens > 0
+    assert texts[0] == [c.text for c in uncached.generate(requests)] != texts[1]
+    future = [str(w.message) for w in caught if issubclass(w.category, FutureWarning)]
+    assert not future
+
+
 def test_prefix_cache_follows_multi_round_prompts(
     cached: HFBackend, uncached: HFBackend, tiny: Path
 ) -> None:

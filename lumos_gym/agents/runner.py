@@ -24,6 +24,7 @@ a whole ends the episodes whose asks it had in flight.
 from __future__ import annotations
 
 import json
+import sys
 import time
 import traceback
 from collections import deque
@@ -388,6 +389,9 @@ class Runner:
         record.invalid_actions = int(info.get("invalid_actions", 0))
         record.tool_errors = int(info.get("tool_errors", 0))
         record.turns.append({"action": action, "observation": outcome.observation})
+        if info.get("tool_crash"):  # a tool's own bug, reported by the env: not the agent
+            self._end(episode, "tool-error", str(info["tool_crash"]))
+            return None
         if outcome.terminated:
             record.reward = outcome.reward
             record.metrics = dict(info.get("metrics", {}))
@@ -443,7 +447,15 @@ def _error_text(error: BaseException) -> str:
 
 
 class _Progress:
-    """A tqdm bar showing episodes/s, tokens/s and the status counts."""
+    """A tqdm bar showing episodes/s, tokens/s and the status counts.
+
+    Without a terminal (stderr is a log file or a pipe, where tqdm draws nothing), a plain line
+    goes to stderr instead when a tenth of the episodes more have ended, when an episode ends
+    :attr:`LINE_EVERY_S` seconds or more after the last line, and after the last episode.
+    """
+
+    #: Seconds after which the next episode to end prints a line, whatever the count.
+    LINE_EVERY_S = 30.0
 
     def __init__(self, total: int) -> None:
         from tqdm import tqdm
@@ -453,13 +465,29 @@ class _Progress:
         self.started = time.monotonic()
         self.tokens = 0
         self.counts: dict[str, int] = {}
+        self.total, self.done = total, 0
+        self.lines = bool(self.bar.disable)  # the plain lines stand in for the bar
+        self.last_line = self.started
 
     def update(self, record: EpisodeRecord) -> None:
         self.tokens += record.output_tokens
         self.counts[record.status] = self.counts.get(record.status, 0) + 1
+        self.done += 1
         elapsed = max(time.monotonic() - self.started, 1e-6)
         self.bar.set_postfix(tok_s=f"{self.tokens / elapsed:.1f}", **self.counts)
         self.bar.update(1)
+        if self.lines:
+            self._line(elapsed)
+
+    def _line(self, elapsed: float) -> None:
+        now = time.monotonic()
+        tenth = self.done % max(1, self.total // 10) == 0 or self.done == self.total
+        if not tenth and now - self.last_line < self.LINE_EVERY_S:
+            return
+        self.last_line = now
+        counts = ", ".join(f"{status} {n}" for status, n in sorted(self.counts.items()))
+        print(f"episodes {self.done}/{self.total} ({self.done / elapsed:.2f} ep/s, "
+              f"{self.tokens / elapsed:.1f} tok/s; {counts})", file=sys.stderr, flush=True)
 
     def close(self) -> None:
         self.bar.close()

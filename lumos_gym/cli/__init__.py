@@ -24,6 +24,7 @@ from lumos_gym.cli import (
     serve,
     train,
 )
+from lumos_gym.cli.args import Parser
 from lumos_gym.errors import LumosGymError
 
 #: The functions that add each verb, in ``--help`` order.
@@ -46,9 +47,9 @@ VERBS: tuple[Callable[[argparse._SubParsersAction], None], ...] = (
 )
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """Build the argument parser of every verb."""
-    parser = argparse.ArgumentParser(
+def build_parser() -> Parser:
+    """Build the argument parser of every verb (a mistyped flag or verb gets a suggestion)."""
+    parser = Parser(
         prog="lumos-gym",
         description="Gymnasium environments, agents and training for Lumos-style agents.",
     )

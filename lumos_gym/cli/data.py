@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import argparse
 
-from lumos_gym.cli.args import positive_int
+from lumos_gym.cli.args import add_format, positive_int, print_json
 from lumos_gym.conversion.leakage import check_leakage, eval_tasks, read_training
 from lumos_gym.conversion.pipeline import build_offline_data
 from lumos_gym.envs import datasets as data
+from lumos_gym.errors import LumosGymError
 from lumos_gym.jsonl import write_json_atomic
 from lumos_gym.leaderboard.suites import suite_entries
 
@@ -38,11 +39,14 @@ def add_data(sub: argparse._SubParsersAction) -> None:
                    help="leakage: the suite whose test tasks are checked (default compare)")
     p.add_argument("--json", default=None, metavar="FILE",
                    help="leakage: also write the report as JSON")
+    add_format(p, "the file list of `data status`")
     p.set_defaults(func=cmd_data)
 
 
 def cmd_data(args: argparse.Namespace) -> int:
     """Download official dataset files or show where they go."""
+    if args.format == "json" and args.action != "status":
+        raise LumosGymError(f"--format json is for `data status`, not `data {args.action}`")
     if args.action == "build":
         return _build(args)
     if args.action == "leakage":
@@ -50,7 +54,7 @@ def cmd_data(args: argparse.Namespace) -> int:
     names = data.DATASETS.names() if args.name == "all" else [args.name]
     if args.action == "download":
         return _download(args, names)
-    return _status(names)
+    return _status(names, as_json=args.format == "json")
 
 
 def _build(args: argparse.Namespace) -> int:
@@ -82,12 +86,21 @@ def _download(args: argparse.Namespace, names: list[str]) -> int:
     return 0
 
 
-def _status(names: list[str]) -> int:
-    """Print where each file of ``names`` goes and whether it is there."""
+def _status(names: list[str], *, as_json: bool = False) -> int:
+    """Print where each file of ``names`` goes and whether it is there (or all that as JSON)."""
+    entries = []
     for name in names:
         info = data.DATASETS.get(name)
-        print(f"{name} ({info.license}; {info.homepage})")
-        for data_file, path, present in data.status(name):
-            state = "present" if present else f"missing: fetch {data_file.url}"
-            print(f"  {data_file.split:15s} {path}  [{state}]")
+        files = [{"split": f.split, "path": str(path), "present": present, "url": f.url}
+                 for f, path, present in data.status(name)]
+        entries.append({"name": name, "license": info.license, "homepage": info.homepage,
+                        "files": files})
+    if as_json:
+        print_json(entries)
+        return 0
+    for entry in entries:
+        print(f"{entry['name']} ({entry['license']}; {entry['homepage']})")
+        for f in entry["files"]:
+            state = "present" if f["present"] else f"missing: fetch {f['url']}"
+            print(f"  {f['split']:15s} {f['path']}  [{state}]")
     return 0

@@ -1,15 +1,23 @@
-"""``lumos-gym evaluate``: run an agent on envs or a suite and print the summary table."""
+"""``lumos-gym evaluate``: run an agent on envs or a suite and print the summary (table or JSON)."""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 from collections.abc import Sequence
 from typing import Any
 
 from lumos_gym.agents.base import AgentConfig
 from lumos_gym.agents.plugins import SPEC_HELP
-from lumos_gym.cli.args import nonnegative_float, parse_kwargs, parse_model_args, positive_int
+from lumos_gym.cli.args import (
+    add_format,
+    nonnegative_float,
+    parse_kwargs,
+    parse_model_args,
+    positive_int,
+    print_json,
+)
 from lumos_gym.envs import load_plugins
 from lumos_gym.errors import ModelSpecError
 from lumos_gym.leaderboard.evaluate import EvaluationResult, RunConfig, evaluate
@@ -102,14 +110,23 @@ def _add_run_flags(p: argparse.ArgumentParser) -> None:
                    help="GPUs per Ray actor (each hf/vllm actor loads its own model copy)")
     p.add_argument("--keep-prompts", action="store_true", help="store prompts in the records")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_format(p, "the summary (the progress stays on stderr)")
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
-    """Run an agent on envs or a suite, write the results and print the summary table."""
+    """Run an agent on envs or a suite, write the results and print the summary (or its JSON)."""
     load_plugins()
-    result = run_evaluate(args, model_options(args), agent_config(args))
-    print(format_table(result.summary))
-    print(f"results: {result.out / 'episodes.jsonl'}, {result.out / 'summary.json'}")
+    as_json = args.format == "json"
+    # with --format json, stdout holds the summary alone: what the run prints goes to stderr
+    with contextlib.redirect_stdout(sys.stderr) if as_json else contextlib.nullcontext():
+        result = run_evaluate(args, model_options(args), agent_config(args))
+    written = f"results: {result.out / 'episodes.jsonl'}, {result.out / 'summary.json'}"
+    if as_json:
+        print_json(result.summary)
+        print(written, file=sys.stderr)
+    else:
+        print(format_table(result.summary))
+        print(written)
     return 0
 
 

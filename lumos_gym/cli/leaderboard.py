@@ -6,7 +6,9 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
+from lumos_gym.cli.args import add_format, print_json
 from lumos_gym.envs import load_plugins
 from lumos_gym.errors import LumosGymError
 from lumos_gym.leaderboard.render import (
@@ -25,29 +27,49 @@ def add_suites(sub: argparse._SubParsersAction) -> None:
     """Add the ``suites`` verb."""
     p = sub.add_parser("suites", help="list the evaluation suites, or show one")
     p.add_argument("name", nargs="?", default=None, help="a suite name or .json file")
+    add_format(p, "the table")
     p.set_defaults(func=cmd_suites)
 
 
 def cmd_suites(args: argparse.Namespace) -> int:
-    """List the suites, or show one suite's envs."""
+    """List the suites, or show one suite's envs (as a table, or as JSON)."""
     load_plugins()
     if args.name:
-        _print_suite(get_suite(args.name))
+        suite = get_suite(args.name)
+        if args.format == "json":
+            print_json(_suite_entry(suite, entries=True))
+        else:
+            _print_suite(suite)
         return 0
     suites, errors = load_suites()
-    rows = []
-    for name, suite in sorted(suites.items()):
-        if name != suite.name:
-            continue
-        episodes = suite.episodes()
-        rows.append([
-            name, ", ".join(e.env_id.removeprefix("lumos/") for e in suite.entries),
-            str(episodes) if episodes is not None else "-", suite.description,
-        ])
-    print(table(["suite", "envs", "episodes", "description"], rows))
+    entries = [_suite_entry(suite) for name, suite in sorted(suites.items()) if name == suite.name]
+    if args.format == "json":
+        print_json(entries)
+    else:
+        rows = [[e["name"], ", ".join(env.removeprefix("lumos/") for env in e["envs"]),
+                 str(e["episodes"]) if e["episodes"] is not None else "-", e["description"]]
+                for e in entries]
+        print(table(["suite", "envs", "episodes", "description"], rows))
     for message in errors.values():
         print(f"lumos-gym suites: error: {message}", file=sys.stderr)
     return 1 if errors else 0
+
+
+def _suite_entry(suite: Suite, *, entries: bool = False) -> dict[str, Any]:
+    """A suite as JSON data: its envs' ids, or (``entries``) each env entry as in its file."""
+    data: dict[str, Any] = {
+        "name": suite.name, "aliases": list(suite.aliases), "description": suite.description,
+        "path": suite.path, "seeds": list(suite.seeds), "episodes": suite.episodes(),
+        "envs": [e.env_id for e in suite.entries],
+    }
+    if entries:
+        data["sha256"] = suite.sha256
+        data["envs"] = [{
+            "env": e.env_id, "kwargs": dict(e.kwargs), "limit": e.limit,
+            "task_ids": list(e.task_ids) if e.task_ids is not None else None,
+            "max_steps": e.max_steps, "seeds": list(e.seeds or suite.seeds),
+        } for e in suite.entries]
+    return data
 
 
 def _print_suite(suite: Suite) -> None:

@@ -5,7 +5,9 @@ Observations and actions are text. ``reset`` shows a task; ``step`` parses one o
 variables and returns their results as text. The terminal action ``Answer(<value or R<n>>)``
 ends the episode and scores it. Whatever the agent sends, ``step`` returns an observation: a
 parse error, an unknown tool, an undefined variable or a failing tool becomes an
-``Error: ...`` line and a counter in ``info``, never an exception.
+``Error: ...`` line and a counter in ``info``, never an exception. A tool's own crash (an
+exception other than :class:`~lumos_gym.errors.LumosGymError`: a bug, not the agent's input) is
+also named in ``info["tool_crash"]`` of its step, so that a runner does not blame the agent.
 
 Web and game envs (``ends_by_answer = False``) end episodes themselves: ``reset`` opens an
 :class:`EpisodeSession` (a shop browser session, a game process) that the family's tools act on
@@ -18,20 +20,19 @@ image) and return :class:`gymnasium.spaces.Dict` observations through :meth:`obs
 from __future__ import annotations
 
 import re
-import string
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
 from typing import Any, ClassVar
 
 import gymnasium as gym
-from gymnasium import spaces
 
 from lumos_gym.actions import Action, parse_actions, substitute
 from lumos_gym.envs.sources import TaskSource
 from lumos_gym.envs.tasks import Task
+from lumos_gym.envs.text_space import TextSpace
+from lumos_gym.envs.text_space import text_charset as text_charset  # kept importable here
 from lumos_gym.errors import LumosGymError, ToolError
 from lumos_gym.retrieval.documents import Document
 from lumos_gym.tools import ToolContext, Toolset, ToolSpec
@@ -50,19 +51,6 @@ _TRUNCATION_MARK = "\n[... truncated]"
 
 #: Characters outside :func:`text_charset` (kept in step with it).
 _OUTSIDE_CHARSET = re.compile("[^\t\n\x20-\x7e\xa0-\ud7ff\ue000-\ufffd]")
-
-
-@lru_cache(maxsize=1)
-def text_charset() -> frozenset[str]:
-    """Return the characters of lumos-gym text spaces.
-
-    They are printable ASCII, tab, newline and the rest of the Unicode basic plane except
-    control and surrogate code points.
-    """
-    chars = set(string.printable) - set("\r\x0b\x0c")
-    chars.update(chr(c) for c in range(0xA0, 0xD800))
-    chars.update(chr(c) for c in range(0xE000, 0xFFFE))
-    return frozenset(chars)
 
 
 def normalize_text(text: str, max_chars: int = MAX_OBSERVATION_CHARS) -> str:
@@ -119,6 +107,8 @@ class EpisodeState:
     tool_seconds: float = 0.0
     error_kinds: dict[str, int] = field(default_factory=dict)
     metrics: dict[str, float] | None = None
+    #: ``"<tool> failed: <exception>"`` when a tool crashed in the current step.
+    tool_crash: str | None = None
 
     def count_error(self, kind: str) -> None:
         """Count one error of ``kind`` (parse, unknown-tool, undefined-variable, tool...)."""
@@ -186,10 +176,8 @@ class LumosEnv(gym.Env[str, str], ABC):
         if len(self._by_id) != len(task_list):
             raise LumosGymError(f"{type(self).__name__}: task ids are not unique")
         self.toolset = Toolset(tools if tools is not None else self.default_tools)
-        self.observation_space = spaces.Text(
-            MAX_OBSERVATION_CHARS, min_length=0, charset=text_charset()
-        )
-        self.action_space = spaces.Text(MAX_ACTION_CHARS, min_length=0, charset=text_charset())
+        self.observation_space = TextSpace(MAX_OBSERVATION_CHARS)
+        self.action_space = TextSpace(MAX_ACTION_CHARS)
         self._episode: EpisodeState | None = None
         self._transcript: list[str] = []
 
@@ -249,6 +237,7 @@ class LumosEnv(gym.Env[str, str], ABC):
         if episode.done:
             raise gym.error.ResetNeeded("the episode has ended; call reset()")
         episode.steps += 1
+        episode.tool_crash = None
         lines = self._execute(episode, action if isinstance(action, str) else str(action))
         observation = normalize_text("\n".join(lines))
         reward = 0.0
@@ -351,6 +340,8 @@ class LumosEnv(gym.Env[str, str], ABC):
             "variables": dict(episode.context.variables),
             "tool_seconds": round(episode.tool_seconds, 6),
         }
+        if episode.tool_crash is not None:
+            info["tool_crash"] = episode.tool_crash
         session = episode.context.session
         if not self.ends_by_answer and not episode.done and session is not None:
             # what a step-limit truncation scores (partial game score, no purchase yet)
@@ -416,7 +407,8 @@ class LumosEnv(gym.Env[str, str], ABC):
                 kind = "tool" if isinstance(e, ToolError) else "undefined-variable"
                 raise _ActionFailure(kind, f"{act.name}: {e}") from e
             except Exception as e:  # a tool bug must not end the run: report it as an error
-                raise _ActionFailure("tool", f"{act.name} failed: {type(e).__name__}: {e}") from e
+                episode.tool_crash = f"{act.name} failed: {type(e).__name__}: {e}"
+                raise _ActionFailure("tool", episode.tool_crash) from e
             finally:
                 episode.tool_seconds += time.perf_counter() - started
             values = result.values

@@ -19,7 +19,12 @@ from lumos_gym.envs.tasks import Task
 
 @dataclass
 class CheckReport:
-    """What ``lumos-gym check`` found for one env id."""
+    """What ``lumos-gym check`` found for one env id.
+
+    Attributes:
+        gold_tasks: the tasks that have gold actions (the oracle replays them, up to the
+            replay limit).
+    """
 
     env_id: str
     api_ok: bool
@@ -27,11 +32,33 @@ class CheckReport:
     warnings: list[str]
     replays: list[ReplayResult]
     tasks: int
+    gold_tasks: int = 0
+
+    @property
+    def status(self) -> str:
+        """Return ``ok``, ``FAILED`` or ``unverified``.
+
+        ``FAILED``: the API check, a warning or a replay failed; ``unverified``: all passed,
+        but the oracle replayed no task.
+        """
+        if not (self.api_ok and not self.warnings and all(r.ok for r in self.replays)):
+            return "FAILED"
+        return "ok" if self.replays else "unverified"
 
     @property
     def ok(self) -> bool:
-        """Return True when the API check passed and every replay reached full reward."""
-        return self.api_ok and not self.warnings and all(r.ok for r in self.replays)
+        """Return True when the API check passed and the oracle replayed tasks, all winning."""
+        return self.status == "ok"
+
+    @property
+    def unverified_reason(self) -> str | None:
+        """Say why the oracle replayed nothing (None when it replayed a task)."""
+        if self.replays:
+            return None
+        if self.gold_tasks:
+            return f"replay limit 0: {self.gold_tasks} tasks have gold actions, none replayed"
+        return (f"none of the {self.tasks} tasks has gold actions (this data gives no gold "
+                "trajectories), so the oracle replayed nothing")
 
 
 def replay_gold(env: LumosEnv, task: Task) -> ReplayResult:
@@ -81,6 +108,7 @@ def check_env_id(
             replays = [replay_gold(replay_base, task) for task in with_gold]
         finally:
             replay_env.close()
+    gold_tasks = sum(1 for t in base.tasks if t.gold_actions)
     return CheckReport(
-        env_id, api_error is None, api_error, caught_messages, replays, len(base.tasks)
+        env_id, api_error is None, api_error, caught_messages, replays, len(base.tasks), gold_tasks
     )

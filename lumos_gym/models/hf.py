@@ -1052,7 +1052,7 @@ class HFBackend(Backend):
             rows=input_ids.shape[0],
             eos_ids=shared.eos_ids,
         )
-        extra = {} if past is None else {"past_key_values": past}
+        extra = {} if past is None else {self._cache_keyword(): past}
         seed = batch_seed([request.seed for request in requests])
         with torch.inference_mode(), seeded(seed, shared.device):
             output = shared.model.generate(
@@ -1139,8 +1139,8 @@ class HFBackend(Backend):
             self._shared.model(
                 input_ids=torch.tensor([prefix[length:]], device=device),
                 position_ids=torch.arange(length, len(prefix), device=device)[None],
-                past_key_values=past,
                 use_cache=True,
+                **{self._cache_keyword(): past},
                 **kwargs,
             )
             cache.prefilled_tokens += len(prefix) - length
@@ -1153,9 +1153,21 @@ class HFBackend(Backend):
         return base.config.get_text_config(decoder=True)
 
     def _keeps_logits(self) -> bool:
+        return self._forward_takes("logits_to_keep")
+
+    def _cache_keyword(self) -> str:
+        """Return the keyword that hands the model a KV cache.
+
+        transformers 5.24 renamed ``past_key_values`` to ``cache`` and warns (a FutureWarning
+        per call, which users cannot act on) when the old name is passed; earlier 5.x releases
+        know only the old name.
+        """
+        return "cache" if self._forward_takes("cache") else "past_key_values"
+
+    def _forward_takes(self, keyword: str) -> bool:
         model = self._shared.model
         base = model.get_base_model() if hasattr(model, "get_base_model") else model
-        return "logits_to_keep" in inspect.signature(base.forward).parameters
+        return keyword in inspect.signature(base.forward).parameters
 
     def _generation_config(self, request: GenerationRequest) -> GenerationConfig:
         """Plain greedy or temperature sampling, whatever the model's own defaults say."""

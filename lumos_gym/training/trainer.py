@@ -446,13 +446,16 @@ def merge_adapter(adapter: str | Path, out: str | Path, *, dtype: str = "bf16") 
     """
     from peft import PeftModel
 
+    from lumos_gym.models.hf import quiet_peft_deprecations  # heavy: torch and transformers
+
     folder = check_adapter_folder("merge", adapter)
     base_name = adapter_base_name(folder)
     if base_name is None:
         raise TrainingError(f"the adapter {str(folder)!r} names no base model to merge into")
     model, tokenizer, _ = load_base(base_name)
     try:
-        merged = PeftModel.from_pretrained(model, folder).merge_and_unload()
+        with quiet_peft_deprecations():
+            merged = PeftModel.from_pretrained(model, folder).merge_and_unload()
     except (RuntimeError, ValueError, KeyError) as e:
         raise TrainingError(f"cannot merge {folder} into {base_name!r}: {e}") from e
     merged = merged.to(_dtype(dtype))
