@@ -227,3 +227,25 @@ def test_a_published_folder_may_hold_its_episodes_gzipped(tmp_path, capsys):
     (packed / "episodes.jsonl.gz").write_bytes(b"not gzip")
     with pytest.raises(ResultsError, match="not a readable gzip file"):
         read_results(packed)
+
+
+def test_a_resumed_run_keeps_the_sessions_that_wrote_its_episodes(tmp_path):
+    from lumos_gym.leaderboard.cards import card_text
+    from lumos_gym.leaderboard.evaluate import RunConfig, evaluate
+
+    out = tmp_path / "oracle"
+    evaluate(RunConfig("oracle", envs=["GSM8K-v0"], limit=2, out=out, progress=False))
+    first = json.loads((out / "run.json").read_text())
+    assert "sessions" not in first
+    first["git"] = {"commit": "abcdef0123", "dirty": True}  # as if another checkout wrote them
+    (out / "run.json").write_text(json.dumps(first))
+    evaluate(RunConfig("oracle", envs=["GSM8K-v0"], limit=3, out=out, progress=False,
+                       resume=True))
+    second = json.loads((out / "run.json").read_text())
+    assert [s["git"] for s in second["sessions"]] == [{"commit": "abcdef0123", "dirty": True}]
+    assert second["sessions"][0]["started"] == first["started"]
+    assert "resumed: an earlier session at abcdef0 (dirty)" in card_text(second)
+    evaluate(RunConfig("oracle", envs=["GSM8K-v0"], limit=3, out=out, progress=False,
+                       resume=True))
+    third = json.loads((out / "run.json").read_text())
+    assert len(third["sessions"]) == 2 and third["sessions"][0] == second["sessions"][0]

@@ -108,6 +108,10 @@ def card_text(run: Mapping[str, Any]) -> str:
         )
     if not role_cards(run):
         parts.append("no training card (shipped or untrained models, or an older run)")
+    for session in run.get("sessions") or []:
+        earlier = session.get("git") or {}
+        parts.append(f"resumed: an earlier session at {str(earlier.get('commit') or '?')[:7]}"
+                     f"{' (dirty)' if earlier.get('dirty') else ''}, {session.get('started')}")
     return "; ".join(parts)
 
 

@@ -14,6 +14,7 @@ intervals, the suite score) written atomically into ``summary.json``. ``run.json
 from __future__ import annotations
 
 import contextlib
+import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass
 from pathlib import Path
@@ -39,6 +40,7 @@ from lumos_gym.leaderboard.plan import EpisodePlan, parse_shard, plan_episodes
 from lumos_gym.leaderboard.provenance import fingerprint, model_args, provenance
 from lumos_gym.leaderboard.results import (  # noqa: F401  (mean_se: workflows.reproduce's)
     episode_key,
+    episodes_path,
     mean_se,
     provenance_for_summary,
     summarize,
@@ -296,10 +298,16 @@ def _start_run(
     """Check that ``out_dir`` may take this run, write its ``run.json``, and return it.
 
     ``extra`` entries (the run config's ``provenance``) are added to ``run.json`` first, so
-    they never replace what the run itself records.
+    they never replace what the run itself records. A resumed run (episodes already there)
+    records this session's code and start at the top and keeps each earlier session's under
+    ``sessions`` (start, commit, version, command line), so the file still says which code
+    wrote the episodes that were there.
     """
     check_resumable(out_dir, executor.fingerprint, plan.shard)
     run = {**dict(extra or {}), **executor.provenance}
+    earlier = _earlier_sessions(out_dir)
+    if earlier:
+        run["sessions"] = earlier
     run["suite"] = (
         {"name": chosen.name, "file": chosen.path, "sha256": chosen.sha256} if chosen else None
     )
@@ -309,6 +317,22 @@ def _start_run(
     out_dir.mkdir(parents=True, exist_ok=True)
     write_json_atomic(out_dir / "run.json", run)
     return run
+
+
+def _earlier_sessions(out_dir: Path) -> list[dict[str, Any]]:
+    """The sessions of the run ``out_dir`` holds episodes of, oldest first (none: a new run)."""
+    episodes = episodes_path(out_dir)
+    if episodes is None or episodes.stat().st_size == 0:
+        return []
+    try:
+        previous = json.loads((out_dir / "run.json").read_text("utf-8"))
+    except (OSError, ValueError):
+        return []
+    if not isinstance(previous, dict):
+        return []
+    sessions = [s for s in previous.get("sessions") or [] if isinstance(s, dict)]
+    sessions.append({k: previous.get(k) for k in ("started", "git", "lumos_gym", "argv")})
+    return sessions
 
 
 def _recorder(
