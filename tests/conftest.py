@@ -5,16 +5,20 @@ request, so that agent and runner logic can be tested against real envs and tool
 model. ``SteppedBackend`` is one with a running batch (continuous batching): each request
 takes a scripted number of decoding steps, joins the batch when submitted and leaves when done.
 Tests of the real backends live in test_backend_hf.py, test_backend_openai.py and
-test_backend_openvino.py.
+test_backend_openvino.py. ``chromium`` and ``browse`` run a static page in headless Chromium
+(the leaderboard's and the viewer's pages), skipping a test where Chromium is not installed.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import socket
+import subprocess
 import threading
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 import pytest
 
@@ -284,6 +288,26 @@ def loopback_server():
         socket.create_connection(("127.0.0.1", port), timeout=1.0).close()
     thread.join(timeout=5.0)
     server.close()
+
+
+# -- static pages in headless Chromium ----------------------------------------------------------
+def chromium() -> str:
+    """Return the Chromium executable; skip the test where none is installed."""
+    for name in ("chromium", "chromium-browser"):
+        path = shutil.which(name)
+        if path:
+            return path
+    pytest.skip("chromium is not installed (Debian: apt-get install -y chromium; make test "
+                "installs it when run as root)")
+
+
+def browse(tmp_path: Path, url: str, *flags: str) -> str:
+    """Load ``url`` in headless Chromium with ``flags`` (``--dump-dom``...); return its stdout."""
+    command = [chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+               f"--user-data-dir={tmp_path / 'profile'}", *flags, url]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout
 
 
 # -- nothing left behind -------------------------------------------------------------------------

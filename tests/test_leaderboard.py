@@ -11,13 +11,12 @@ import io
 import json
 import re
 import shutil
-import subprocess
 import sys
 
 import gymnasium as gym
 import numpy as np
 import pytest
-from conftest import ScriptedBackend
+from conftest import ScriptedBackend, browse, chromium
 
 from lumos_gym.cli import main
 from lumos_gym.leaderboard.evaluate import ModelOptions, RunConfig, evaluate
@@ -366,31 +365,13 @@ def test_validate_accepts_a_run_and_names_each_problem(runs, tmp_path, capsys):
 
 
 # ------------------------------------------------------------------------------- browser
-def _chromium():
-    for name in ("chromium", "chromium-browser"):
-        path = shutil.which(name)
-        if path:
-            return path
-    pytest.skip("chromium is not installed (Debian: apt-get install -y chromium; make test "
-                "installs it when run as root)")
-
-
-def _browse(tmp_path, url, *flags):
-    command = [_chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
-               f"--user-data-dir={tmp_path / 'profile'}", *flags, url]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=60)
-    assert done.returncode == 0, done.stderr[-2000:]
-    return done.stdout
-
-
 def test_html_page_in_headless_chromium(runs, tmp_path):
     from PIL import Image
 
-    chromium = _chromium()
-    assert chromium
+    assert chromium()  # skips the test where chromium is not installed
     page = render_html(load_board([runs]), tmp_path / "site" / "index.html")[0]
     shot = tmp_path / "shot.png"
-    _browse(tmp_path, page.as_uri(), f"--screenshot={shot}", "--window-size=1200,800")
+    browse(tmp_path, page.as_uri(), f"--screenshot={shot}", "--window-size=1200,800")
     image = Image.open(shot).convert("RGB")
     assert image.size == (1200, 800)
     pixels = np.asarray(image).reshape(-1, 3).astype(int)
@@ -401,17 +382,17 @@ def test_html_page_in_headless_chromium(runs, tmp_path):
     # the script ran, sorted by a header (suite score, descending: the ceiling row, written
     # last, comes first) and filtered the rows
     assert re.findall(r'data-run="([^"]+)"', page.read_text()) == ["direct", "oracle"]
-    dom = _browse(tmp_path, page.as_uri() + "#sort=4&dir=desc", "--dump-dom")
+    dom = browse(tmp_path, page.as_uri() + "#sort=4&dir=desc", "--dump-dom")
     assert 'data-ready="1"' in dom and 'data-sorted-by="4:desc"' in dom
     assert re.findall(r'data-run="([^"]+)"', dom) == ["oracle", "direct"]
     assert re.search(r'<th data-type="num" aria-sort="descending">suite score', dom)
-    dom = _browse(tmp_path, page.as_uri() + "#q=oracle", "--dump-dom")
+    dom = browse(tmp_path, page.as_uri() + "#q=oracle", "--dump-dom")
     assert re.search(r'data-run="direct" hidden', dom)
     assert re.search(r'id="shown">1 of \d+ rows', dom)
     assert not re.search(r'data-run="oracle" hidden', dom)
 
     viewer = page.parent / "index-trajectories" / "direct" / "GSM8K-v0.html"
-    dom = _browse(tmp_path, viewer.as_uri() + "#status=agent-error", "--dump-dom")
+    dom = browse(tmp_path, viewer.as_uri() + "#status=agent-error", "--dump-dom")
     sections = re.findall(r'<section class="episode" data-status="([^"]+)"( hidden="")?', dom)
     assert len(sections) == LIMIT and 'data-ready="1"' in dom
     assert {s for s, hidden in sections if not hidden} == {"agent-error"}

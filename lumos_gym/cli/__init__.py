@@ -23,6 +23,7 @@ from lumos_gym.cli import (
     reproduce,
     serve,
     train,
+    view,
 )
 from lumos_gym.cli.args import Parser
 from lumos_gym.errors import LumosGymError
@@ -43,6 +44,7 @@ VERBS: tuple[Callable[[argparse._SubParsersAction], None], ...] = (
     leaderboard.add_merge,
     leaderboard.add_leaderboard,
     attribute.add_attribute,
+    view.add_view,
     reproduce.add_reproduce,
 )
 

@@ -732,7 +732,32 @@ padding:.25em .4em;border-radius:4px}
 img.shot{max-width:420px;border:1px solid #c9d1d9}
 """
 
-_BOARD_JS = """
+#: The functions every page script uses: ``hashParams()``, the address's ``#key=value&...``
+#: parameters as an object; ``showItems(items, keep, q, count, noun)``, which hides the items
+#: that ``keep`` refuses or whose text lacks ``q`` and writes "N of M <noun>" into ``count``.
+_PAGE_JS = """
+function hashParams() {
+  "use strict";
+  var params = {};
+  location.hash.replace(/^#/, "").split("&").forEach(function (part) {
+    var kv = part.split("=");
+    if (kv[0]) { params[decodeURIComponent(kv[0])] = decodeURIComponent(kv.slice(1).join("=")); }
+  });
+  return params;
+}
+function showItems(items, keep, q, count, noun) {
+  "use strict";
+  var shown = 0;
+  items.forEach(function (el) {
+    var hide = !keep(el) || (q !== "" && el.textContent.toLowerCase().indexOf(q) < 0);
+    el.hidden = hide;
+    if (!hide) { shown += 1; }
+  });
+  count.textContent = shown + " of " + items.length + " " + noun;
+}
+"""
+
+_BOARD_JS = _PAGE_JS + """
 (function () {
   "use strict";
   function value(row, col) {
@@ -782,23 +807,15 @@ _BOARD_JS = """
   var filter = document.getElementById("filter");
   var count = document.getElementById("shown");
   function applyFilter() {
-    var q = filter.value.trim().toLowerCase();
-    var shown = 0, total = 0;
+    var rows = [];
     tables.forEach(function (table) {
-      Array.prototype.forEach.call(table.tBodies[0].rows, function (row) {
-        var hide = q !== "" && row.textContent.toLowerCase().indexOf(q) < 0;
-        row.hidden = hide;
-        total += 1; if (!hide) { shown += 1; }
-      });
+      rows = rows.concat(Array.prototype.slice.call(table.tBodies[0].rows));
     });
-    count.textContent = shown + " of " + total + " rows";
+    showItems(rows, function () { return true; }, filter.value.trim().toLowerCase(), count,
+              "rows");
   }
   filter.addEventListener("input", applyFilter);
-  var params = {};
-  location.hash.replace(/^#/, "").split("&").forEach(function (part) {
-    var kv = part.split("=");
-    if (kv[0]) { params[decodeURIComponent(kv[0])] = decodeURIComponent(kv.slice(1).join("=")); }
-  });
+  var params = hashParams();
   if (params.sort !== undefined && tables.length) {
     var col = parseInt(params.sort, 10);
     if (!isNaN(col) && col >= 0 && col < tables[0].tHead.rows[0].cells.length) {
@@ -811,7 +828,7 @@ _BOARD_JS = """
 })();
 """
 
-_VIEWER_JS = """
+_VIEWER_JS = _PAGE_JS + """
 (function () {
   "use strict";
   var status = document.getElementById("status");
@@ -819,23 +836,15 @@ _VIEWER_JS = """
   var count = document.getElementById("shown");
   var episodes = Array.prototype.slice.call(document.querySelectorAll("section.episode"));
   function apply() {
-    var s = status.value, q = text.value.trim().toLowerCase(), shown = 0;
-    episodes.forEach(function (ep) {
-      var hide = (s !== "" && ep.getAttribute("data-status") !== s) ||
-        (q !== "" && ep.textContent.toLowerCase().indexOf(q) < 0);
-      ep.hidden = hide;
-      if (!hide) { shown += 1; }
-    });
-    count.textContent = shown + " of " + episodes.length + " episodes";
+    var s = status.value;
+    showItems(episodes, function (ep) { return s === "" || ep.getAttribute("data-status") === s; },
+              text.value.trim().toLowerCase(), count, "episodes");
   }
   status.addEventListener("change", apply);
   text.addEventListener("input", apply);
-  location.hash.replace(/^#/, "").split("&").forEach(function (part) {
-    var kv = part.split("=");
-    var v = decodeURIComponent(kv.slice(1).join("="));
-    if (kv[0] === "status") { status.value = v; }
-    if (kv[0] === "q") { text.value = v; }
-  });
+  var params = hashParams();
+  if (params.status !== undefined) { status.value = params.status; }
+  if (params.q !== undefined) { text.value = params.q; }
   apply();
   document.body.setAttribute("data-ready", "1");
 })();
@@ -923,7 +932,10 @@ def _turn_html(turn: Mapping[str, Any], base: Path, page_dir: Path) -> str:
     return '<div class="turn">' + "".join(parts) + "</div>"
 
 
-def _episode_html(record: Mapping[str, Any], base: Path, page_dir: Path) -> str:
+def _episode_info(
+    record: Mapping[str, Any], base: Path, page_dir: Path, *, task: bool = True
+) -> str:
+    """An episode's heading and facts: task (unless ``task=False``), status, reward, answers."""
     status = str(record.get("status", "?"))
     metrics = record.get("metrics") or {}
     shown_metrics = ", ".join(f"{_e(k)} {_e(_short(v))}" for k, v in sorted(metrics.items()))
@@ -932,6 +944,8 @@ def _episode_html(record: Mapping[str, Any], base: Path, page_dir: Path) -> str:
             f'{_e(record.get("seed"))} · {_e(record.get("steps"))} steps</h3>')
     info = [
         f'<div><span class="label">task</span>{_long_text(record.get("task", ""))}</div>',
+    ] if task else []
+    info += [
         f'<div><span class="label">prediction</span> {_e(_or_dash(record.get("prediction")))} · '
         f'<span class="label">gold</span> {_e(_or_dash(record.get("gold_answer")))} · '
         f'<span class="label">metrics</span> {shown_metrics or "-"}</div>',
@@ -942,9 +956,15 @@ def _episode_html(record: Mapping[str, Any], base: Path, page_dir: Path) -> str:
     for key in ("image", "images"):
         if key in record:
             info.append(_images(record[key], base, page_dir))
+    return head + "".join(info)
+
+
+def _episode_html(record: Mapping[str, Any], base: Path, page_dir: Path) -> str:
+    status = str(record.get("status", "?"))
     turns = "".join(_turn_html(t, base, page_dir) for t in record.get("turns") or []
                     if isinstance(t, Mapping))
-    return (f'<section class="episode" data-status="{_e(status)}">{head}{"".join(info)}'
+    return (f'<section class="episode" data-status="{_e(status)}">'
+            f"{_episode_info(record, base, page_dir)}"
             f"<details open><summary>{len(record.get('turns') or [])} turns</summary>{turns}"
             "</details></section>")
 
