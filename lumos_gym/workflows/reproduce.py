@@ -395,8 +395,7 @@ def reproduce_offline(
     out: str | Path,
     *,
     agents: Sequence[str] = ("lumos-i",),
-    num_tasks: int = 200,
-    seed: int = 0,
+    num_tasks: int = 200, seed: int = 0,
     base_model: str = "smollm2-135m",
     threads: int | None = None,
     batch_size: int = 8,
@@ -409,8 +408,7 @@ def reproduce_offline(
     parallel: int = 1,
     progress: bool = True,
     agent_config: Any = None,
-    only_families: Sequence[str] = (),
-    leave_out: Sequence[str] = (),
+    only_families: Sequence[str] = (), leave_out: Sequence[str] = (),
     log: Callable[[str], None] = print,
 ) -> dict[str, Any]:
     """Run every step (see the module docstring) and return the report data.
@@ -447,7 +445,7 @@ def reproduce_offline(
     out = Path(out)
     data, formats, files = _build_inputs(out, agents, num_tasks=num_tasks, seed=seed, mix=mix,
                                          log=log)
-    if until == "data":
+    if until == "data":  # the data (and the mixture) alone
         return {"agents": list(agents), "data": str(data), "models": {}, "scores": {}}
     settings, trained, qa_tool = _train_agents(
         out, data, files, formats, agents, chosen=chosen, training=training,
@@ -469,8 +467,7 @@ def reproduce_offline(
         "budget": budget, "mix": dict(mix) if mix is not None else "all", "training": settings,
         "families": {"only": list(only_families), "leave_out": list(leave_out)},
         "suite": [{"env_id": e.env_id, "kwargs": dict(e.kwargs), "limit": e.limit} for e in suite],
-        "scores": table, "models": trained,
-        "qa_tool": str(qa_tool) if qa_tool is not None else None, "leakage": leakage,
+        "scores": table, "models": trained, "qa_tool": qa_tool and str(qa_tool), "leakage": leakage,
     }
     _write_report(out, report, log)
     return report
