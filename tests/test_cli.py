@@ -107,12 +107,12 @@ def test_console_script_runs():
     assert done.stdout.startswith("lumos-gym ")
 
 
-def test_readme_python_example_runs(capsys):
+def test_environments_doc_python_example_runs(capsys):
     from pathlib import Path
 
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
-    code = readme.split("```python\n", 1)[1].split("```", 1)[0]
-    exec(compile(code, "README.md", "exec"), {"__name__": "readme"})
+    doc = Path(__file__).resolve().parents[1] / "docs" / "environments.md"
+    code = doc.read_text(encoding="utf-8").split("```python\n", 1)[1].split("```", 1)[0]
+    exec(compile(code, str(doc), "exec"), {"__name__": "doc"})
     assert capsys.readouterr().out.startswith("{'accuracy': 1.0}")
 
 
