@@ -1,4 +1,4 @@
-"""Plain-text rendering shared by the command line and the reports."""
+"""Plain-text and Markdown rendering shared by the command line and the reports."""
 
 from __future__ import annotations
 
@@ -12,3 +12,19 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
     lines.append("  ".join("-" * w for w in widths))
     lines += ["  ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=True)) for r in rows]
     return "\n".join(line.rstrip() for line in lines)
+
+
+def markdown_cell(value: object) -> str:
+    """One Markdown table cell: a pipe escaped, a line break made a space."""
+    return str(value).replace("|", "\\|").replace("\n", " ")
+
+
+def markdown_table(
+    headers: Sequence[str], rows: Sequence[Sequence[object]], align: str = ""
+) -> list[str]:
+    """The lines of a Markdown pipe table; column i is right-aligned where ``align[i] == "r"``."""
+    rule = ["---:" if align[i:i + 1] == "r" else "---" for i in range(len(headers))]
+    lines = ["| " + " | ".join(markdown_cell(h) for h in headers) + " |"]
+    lines.append("|" + "|".join(rule) + "|")
+    lines += ["| " + " | ".join(markdown_cell(c) for c in row) + " |" for row in rows]
+    return lines

@@ -38,6 +38,7 @@ from typing import Any
 from lumos_gym.agents.plugins import registered_agent
 from lumos_gym.errors import LumosGymError
 from lumos_gym.leaderboard.results import ResultsError, read_results
+from lumos_gym.text import markdown_table
 
 #: The modules a failed episode is attributed to, in the order they are tried.
 MODULES = ("planning", "grounding", "execution", "unexplained")
@@ -389,6 +390,7 @@ def _cell(count: int, whole: int) -> str:
 
 
 TABLE_HEADERS = ("env", "episodes", "failed", *MODULES, "tool errors", "no counterfactual")
+TABLE_ALIGN = "l" + "r" * (len(TABLE_HEADERS) - 1)  # the env, then counts
 
 
 def table_rows(attribution: Attribution) -> list[list[str]]:
@@ -411,9 +413,7 @@ def render_markdown(attribution: Attribution) -> str:
     compared = ", ".join(f"{k}: `{v}`" for k, v in attribution.counterfactuals.items())
     lines = [f"### {attribution.run} ({attribution.agent})", "",
              f"Counterfactual runs: {compared or 'none'}.", "",
-             "| " + " | ".join(TABLE_HEADERS) + " |",
-             "|---|" + "---:|" * (len(TABLE_HEADERS) - 1)]
-    lines += ["| " + " | ".join(row) + " |" for row in table_rows(attribution)]
+             *markdown_table(TABLE_HEADERS, table_rows(attribution), align=TABLE_ALIGN)]
     return "\n".join(lines) + "\n"
 
 

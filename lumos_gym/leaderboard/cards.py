@@ -25,6 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from lumos_gym.text import markdown_table
+
 #: The card fields that must agree for two rows to be seeds of one agent.
 SAME_BUDGET = ("base_model", "recipe", "steps", "batch_size", "lr", "data")
 
@@ -205,11 +207,7 @@ def seeds_markdown(rows: Sequence[Row], envs: Sequence[str], short: Any) -> list
         cells = [_spread_text(spread.get(key)) for key in ("suite", *envs)]
         table.append([group.agent, ", ".join(r.name for r in group.rows),
                       ", ".join(map(str, group.seeds)), *cells])
-    lines = ["", "## Training seeds", "", SEEDS_NOTE, ""]
-    lines.append("| " + " | ".join(headers) + " |")
-    lines.append("|" + "|".join("---" for _ in headers) + "|")
-    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in table]
-    return lines
+    return ["", "## Training seeds", "", SEEDS_NOTE, "", *markdown_table(headers, table)]
 
 
 def _spread_text(spread: Spread | None) -> str:

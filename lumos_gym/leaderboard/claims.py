@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lumos_gym.leaderboard.stats import PairedDiff
+from lumos_gym.text import markdown_table
 
 #: Our agent name → the paper's dataset → the reported row that stands for it (its baseline
 #: formulations table: Lumos-I and Lumos-O are the domain-specific rows of each dataset).
@@ -147,21 +148,22 @@ def claims_markdown(
              f"Reference: `{reference}`. {CLAIMS_NOTE}", ""]
     headers = ["claim", "against", "run", "paper: Lumos-I minus it", "suite score",
                "ahead", "behind", "undecided"]
-    lines.append("| " + " | ".join(headers) + " |")
-    lines.append("|" + "|".join("---" for _ in headers) + "|")
+    table = []
     for claim in CLAIMS:
         rows = claim_rows(claim, reference_agent, comparisons, agents)
         measured = {agent for agent, _ in rows}
         for agent, v in rows:
-            lines.append("| " + " | ".join([
+            table.append([
                 f"({claim.key})", agent, f"`{v.row}`", paper_differences(reported_rows, agent),
                 diff_text(v.suite).replace("*", "\\*"),
                 _envs(v.ahead, short), _envs(v.behind, short), _envs(v.undecided, short),
-            ]) + " |")
-        for agent in claim.against:
-            if agent not in measured:
-                lines.append(f"| ({claim.key}) | {agent} | not measured | "
-                             f"{paper_differences(reported_rows, agent)} | - | - | - | - |")
+            ])
+        table += [
+            [f"({claim.key})", agent, "not measured", paper_differences(reported_rows, agent),
+             "-", "-", "-", "-"]
+            for agent in claim.against if agent not in measured
+        ]
+    lines += markdown_table(headers, table)
     return [*lines, "", GENERALISATION]
 
 

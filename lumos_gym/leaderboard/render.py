@@ -74,6 +74,7 @@ from lumos_gym.leaderboard.results import (
 )
 from lumos_gym.leaderboard.stats import Comparison, PairedDiff, compare_records
 from lumos_gym.leaderboard.suites import get_suite, suite_entries
+from lumos_gym.text import markdown_table
 
 #: The output formats.
 FORMATS = ("md", "html", "csv", "png")
@@ -566,17 +567,6 @@ def _reported_value(reported: Reported, row: Mapping[str, Any], dataset: str) ->
     return f"{approx}{float(value) / reported.scale:.3f}"
 
 
-def _md(text: object) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
-
-
-def _md_table(headers: Sequence[str], rows: Sequence[Sequence[object]], right: int) -> list[str]:
-    lines = ["| " + " | ".join(_md(h) for h in headers) + " |"]
-    lines.append("|" + "|".join("---:" if i < right else "---" for i in range(len(headers))) + "|")
-    lines += ["| " + " | ".join(_md(c) for c in row) + " |" for row in rows]
-    return lines
-
-
 def render_markdown(board: Board) -> str:
     """Render the board as GitHub-flavoured Markdown (measured table, then reported block)."""
     headers = ["rank", "run", "agent", "models", "suite score", "envs"]
@@ -597,7 +587,7 @@ def render_markdown(board: Board) -> str:
         f"by suite score ({SCORE_RULE}); a run covering fewer envs ranks after those covering "
         f"more. {CEILING_NOTE}", "",
     ]
-    lines += _md_table(headers, rows, right=1)
+    lines += markdown_table(headers, rows, align="r")
     lines += paired_markdown(board)
     lines += _claims_md(board)
     lines += seeds_markdown(board.entries, board.envs, short_env)
@@ -613,7 +603,7 @@ def render_markdown(board: Board) -> str:
         lines += [f"Measured columns on the same data: {shown}.", ""]
     rows = [[r["agent"] + (" (cited)" if r.get("cited") else ""), "reported",
              *[_reported_value(reported, r, n) for n in names]] for r in reported.rows]
-    lines += _md_table(["agent", "kind", *names], rows, right=0)
+    lines += markdown_table(["agent", "kind", *names], rows)
     lines += cards_markdown([e for e in board.entries if not e.ceiling])
     return "\n".join(lines) + "\n"
 
@@ -1304,7 +1294,7 @@ def paired_markdown(board: Board) -> list[str]:
     return ["", f"## Paired differences to `{name}`", "",
             f"Each cell: the row's primary metric minus `{name}`'s, `difference [95% interval] "
             f"p`; \\* marks a difference whose interval excludes 0. {PAIRED_NOTE}", "",
-            *_md_table(headers, rows, right=1)]
+            *markdown_table(headers, rows, align="r")]
 
 
 def _claims_md(board: Board) -> list[str]:
@@ -1441,7 +1431,7 @@ def render_comparison(board: Board, a: str, b: str, fmt: str = "md") -> str:
              f"B: `{second.name}` ({second.agent}; {second.models}). "
              "\\* marks a difference whose interval excludes 0; McNemar's counts are the pairs "
              f"only A solved vs only B solved. {PAIRED_NOTE}", ""]
-    lines += _md_table(headers, cells, right=0)
+    lines += markdown_table(headers, cells)
     lines += _unpaired_lines(comparison, first.name, second.name)
     return "\n".join(lines) + "\n"
 
@@ -1470,7 +1460,7 @@ def _attribution_md(board: Board) -> list[str]:
         compared = ", ".join(f"{k}: {v}" for k, v in attribution.counterfactuals.items())
         lines += [f"### {attribution.run} ({attribution.agent})", "",
                   f"Counterfactual runs: {compared}.", ""]
-        lines += _md_table(TABLE_HEADERS, table_rows(attribution), right=0)
+        lines += markdown_table(TABLE_HEADERS, table_rows(attribution))
         lines.append("")
     return lines[:-1]
 
