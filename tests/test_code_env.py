@@ -44,10 +44,10 @@ from lumos_gym.tools.program import (
     one_line,
     submitted_program,
 )
-from lumos_gym.tools.sandbox import TEMP_PREFIX, namespace_flags
+from lumos_gym.tools.sandbox import TEMP_PREFIX, isolation
 
 DATA = Path(__file__).resolve().parents[1] / "lumos_gym" / "envs" / "data" / "code"
-HAS_NETNS = "-n" in namespace_flags(False)
+HAS_NETNS = isolation(False).network
 
 
 @pytest.fixture(scope="module")

@@ -110,10 +110,10 @@ def test_calculator_never_runs_python():
 
 @pytest.mark.full
 def test_code_action_cannot_open_sockets():
-    from lumos_gym.tools.sandbox import namespace_flags
+    from lumos_gym.tools.sandbox import isolation
 
-    if "-n" not in namespace_flags(False):
-        pytest.skip("this OS refuses network namespaces (unshare -n)")
+    if not isolation(False).network:
+        pytest.skip("this OS refuses network namespaces (bwrap, unshare -n)")
     server = socket.socket()
     server.bind(("127.0.0.1", 0))
     server.listen(1)

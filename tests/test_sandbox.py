@@ -7,9 +7,13 @@ autouse fixture checks that no sandbox directory and no child process is left be
 from __future__ import annotations
 
 import ast
+import json
 import os
 import platform
 import random
+import signal
+import subprocess
+import sys
 import tempfile
 import time
 import warnings
@@ -25,11 +29,13 @@ from lumos_gym.tools import base as tools_base
 from lumos_gym.tools import make_tool, sandbox
 from lumos_gym.tools.base import ToolContext
 from lumos_gym.tools.code import Code, prepare_code, python_literal, split_literals
-from lumos_gym.tools.sandbox import TEMP_PREFIX, namespace_flags, run_python
+from lumos_gym.tools.sandbox import NO_ISOLATION, TEMP_PREFIX, isolation, run_python, try_isolation
 
-HAS_NETNS = "-n" in namespace_flags(False)
-HAS_PIDNS = "-p" in namespace_flags(False)
+HAS_NETNS = isolation(False).network
+HAS_PIDNS = isolation(False).processes
 IS_ROOT = os.geteuid() == 0
+# The tools that close the filesystem, each tried on its own where it works.
+TOOLS = ("bwrap", "unshare")
 
 
 def _kernel_at_least(major: int, minor: int) -> bool:
@@ -45,7 +51,7 @@ def _kernel_at_least(major: int, minor: int) -> bool:
 PROCESS_BOUND = (
     HAS_PIDNS and _kernel_at_least(6, 14)
     if IS_ROOT
-    else "-r" in namespace_flags(False) and HAS_PIDNS
+    else isolation(False).user and HAS_PIDNS
 )
 
 
@@ -92,14 +98,23 @@ def no_leaks(tmp_path, monkeypatch):
     assert not left, f"child processes left behind: {sorted(left)}"
 
 
-@pytest.fixture(params=["namespaces", "plain"])
+def use_isolation(monkeypatch, tool: str) -> None:
+    """Make run_python use ``tool`` (``"bwrap"``, ``"unshare"``), or nothing for ``"plain"``."""
+    if tool == "plain":
+        monkeypatch.setattr(sandbox, "isolation", lambda network: NO_ISOLATION)
+        monkeypatch.setattr(sandbox, "_warn_unisolated", lambda missing: None)  # tested apart
+        return
+    if try_isolation(tool, False) is None:
+        pytest.skip(f"{tool} cannot isolate here (not installed, or namespaces refused)")
+    monkeypatch.setattr(
+        sandbox, "isolation", lambda network: try_isolation(tool, network) or NO_ISOLATION
+    )
+
+
+@pytest.fixture(params=[*TOOLS, "plain"])
 def mode(request, monkeypatch):
-    """Run a test with the namespaces this OS allows, and once without any (the fallback)."""
-    if request.param == "plain":
-        monkeypatch.setattr(sandbox, "namespace_flags", lambda network: ())
-        monkeypatch.setattr(sandbox, "_warned", True)  # the warning has its own test
-    elif not namespace_flags(False):
-        pytest.skip("this OS allows no namespaces (unshare refused)")
+    """Run a test with each isolating tool that works here, and once without any (the fallback)."""
+    use_isolation(monkeypatch, request.param)
     return request.param
 
 
@@ -253,7 +268,7 @@ def test_parent_environment_is_not_inherited(monkeypatch):
     result = run_python(program)
     assert result.ok, result.stderr
     names = ast.literal_eval(result.stdout.splitlines()[0])
-    assert set(names) <= set(sandbox.BASE_ENV) | {"HOME", "TMPDIR"}
+    assert set(names) <= set(sandbox.BASE_ENV) | {"HOME", "TMPDIR", "PWD"}  # PWD: bwrap's
     assert "hunter2" not in result.stdout and "sk-test" not in result.stdout
     assert "[]" in result.stdout
 
@@ -274,6 +289,175 @@ def test_cwd_is_a_fresh_temp_dir_that_is_removed(no_leaks):
     assert Path(cwd).parent == no_leaks and Path(cwd).name.startswith(TEMP_PREFIX)
     assert listing == "['main.py', 'scratch.txt']"
     assert not Path(cwd).exists()
+
+
+# --- the filesystem is closed ---------------------------------------------------------------
+
+CHECKOUT = Path(__file__).resolve().parents[1]
+
+# Runs in the box: tries each escape and prints, per escape, what came of it.
+ESCAPES = """\
+import json, os
+paths = json.loads({paths!r})
+outcome = {{}}
+
+def attempt(name, action):
+    try:
+        outcome[name] = "succeeded: " + repr(action())[:80]
+    except Exception as e:
+        outcome[name] = "failed: " + type(e).__name__
+
+def chdir_and_list(path):
+    os.chdir(path)
+    return os.listdir(".")
+
+def other_pids():
+    return [p for p in os.listdir("/proc") if p.isdigit() and int(p) > 2]
+
+attempt("read /etc/passwd", lambda: open("/etc/passwd").read())
+attempt("read a file of $HOME", lambda: open(paths["home_file"]).read())
+attempt("read a file of the checkout", lambda: open(paths["checkout_file"]).read())
+attempt("write outside the box", lambda: open(paths["outside_file"], "w").write("x"))
+attempt("write to /tmp", lambda: open(paths["tmp_file"], "w").write("x"))
+attempt("chdir to the checkout and list it", lambda: chdir_and_list(paths["checkout"]))
+attempt("list a folder outside the box", lambda: os.listdir(paths["outside"]).index("mark.txt"))
+attempt("read another process's cmdline", lambda: open(paths["cmdline"]).read())
+attempt("see other processes", lambda: other_pids()[0])
+print(json.dumps(outcome))
+"""
+
+
+def _home_file() -> Path | None:
+    """A regular file in the caller's home (not under Python's prefixes), if there is one."""
+    home = Path.home()
+    try:
+        return next(
+            (p for p in sorted(home.iterdir()) if p.is_file() and os.access(p, os.R_OK)), None
+        )
+    except OSError:
+        return None
+
+
+def _try_escapes(tmp_path: Path) -> dict[str, str]:
+    """Run ESCAPES in the sandbox with paths of this machine; return each escape's outcome."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "mark.txt").write_text("host")
+    home_file = _home_file()
+    if home_file is None:
+        pytest.skip(f"no readable file in {Path.home()} to try to read")
+    paths = {
+        "home_file": str(home_file),
+        "checkout_file": str(CHECKOUT / "pyproject.toml"),
+        "checkout": str(CHECKOUT),
+        "outside": str(outside),
+        "outside_file": str(outside / "escaped.txt"),
+        "tmp_file": f"/tmp/lumos-sandbox-escaped-{random.randrange(10**9)}",
+        "cmdline": f"/proc/{os.getpid()}/cmdline",
+    }
+    try:
+        result = run_python(ESCAPES.format(paths=json.dumps(paths)), timeout=20.0)
+        assert result.ok, result.stderr
+        return json.loads(result.stdout)
+    finally:
+        wrote = [p for p in (paths["outside_file"], paths["tmp_file"]) if Path(p).exists()]
+        for path in wrote:
+            Path(path).unlink()
+
+
+@pytest.mark.parametrize("tool", TOOLS)
+def test_no_escape_from_the_box(tool, monkeypatch, tmp_path):
+    use_isolation(monkeypatch, tool)
+    outcome = _try_escapes(tmp_path)
+    assert len(outcome) == 9
+    escaped = {name: how for name, how in outcome.items() if not how.startswith("failed")}
+    assert not escaped, f"{tool}: escaped the sandbox: {escaped}"
+    assert not (tmp_path / "outside" / "escaped.txt").exists()
+
+
+def test_the_escapes_succeed_without_isolation(monkeypatch, tmp_path):
+    # The control for test_no_escape_from_the_box: without a box, the same attempts succeed.
+    use_isolation(monkeypatch, "plain")
+    outcome = _try_escapes(tmp_path)
+    for name in ("read /etc/passwd", "read a file of $HOME", "read a file of the checkout",
+                 "write outside the box", "chdir to the checkout and list it",
+                 "list a folder outside the box", "read another process's cmdline"):
+        assert outcome[name].startswith("succeeded"), (name, outcome[name])
+
+
+# --- a killed caller leaves no sandbox behind ---------------------------------------------
+
+# Runs as the caller that gets killed: starts a long sandboxed run with the given isolation.
+CALLER = """\
+import sys
+from lumos_gym.tools import sandbox
+tool, program = sys.argv[1], sys.argv[2]
+if tool == "plain":
+    sandbox.isolation = lambda network: sandbox.NO_ISOLATION
+else:
+    sandbox.isolation = lambda network: sandbox.try_isolation(tool, network)
+sandbox.run_python(program, timeout=600)
+"""
+
+
+def _sandbox_processes(caller: int, token: str, workdirs: Path, started: bool = False) -> list[int]:
+    """Pids of the processes a run of ``caller`` started: bwrap/unshare, boot, program, child.
+
+    The program's child is ``sleep TOKEN``; bwrap and unshare's boot program name a working
+    directory under ``workdirs``; a boot program's PARENT argument is ``caller``. With
+    ``started``, only the first: the sandbox is then up.
+    """
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) in (os.getpid(), caller):
+            continue
+        try:
+            args = Path(f"/proc/{entry}/cmdline").read_text(errors="replace").split("\0")
+        except OSError:
+            continue
+        sleeper = args[:2] == ["sleep", token]
+        box = any(str(workdirs) in arg for arg in args)
+        boot = sandbox._BOOT in args and args[args.index(sandbox._BOOT) + 2] == str(caller)
+        if sleeper or (not started and (box or boot)):
+            found.append(int(entry))
+    return found
+
+
+def _poll(condition, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+@pytest.mark.parametrize("tool", [*TOOLS, "plain"])
+def test_a_killed_caller_leaves_no_sandbox_behind(tool, monkeypatch, tmp_path):
+    use_isolation(monkeypatch, tool)  # skips a tool that does not work here
+    token = f"600.{random.randrange(10**8):08d}"  # a unique `sleep` argument
+    # In a PID namespace the program's own child must go too; without one, the program
+    # (which becomes `sleep`).
+    program = (
+        f"import os; os.execv('/bin/sleep', ['sleep', '{token}'])" if tool == "plain"
+        else f"import subprocess; subprocess.run(['sleep', '{token}'])"
+    )
+    workdirs = tmp_path / "killed"
+    workdirs.mkdir()
+    env = {**os.environ, "PYTHONPATH": str(CHECKOUT), "TMPDIR": str(workdirs)}
+    caller = subprocess.Popen([sys.executable, "-c", CALLER, tool, program], env=env)
+    try:
+        started = _poll(lambda: _sandbox_processes(caller.pid, token, workdirs, True), 30.0)
+        assert started, "the sandboxed program did not start"
+        os.kill(caller.pid, signal.SIGKILL)
+        caller.wait()
+        gone = _poll(lambda: not _sandbox_processes(caller.pid, token, workdirs), 10.0)
+        assert gone, f"{tool}: left behind: {_sandbox_processes(caller.pid, token, workdirs)}"
+    finally:
+        caller.kill()
+        caller.wait()
+        for pid in _sandbox_processes(caller.pid, token, workdirs):
+            os.kill(pid, signal.SIGKILL)
 
 
 CONNECT = (
@@ -305,8 +489,8 @@ def test_network_allowed_reaches_the_loopback_server(loopback_server):
 
 
 def test_warns_once_when_the_network_cannot_be_cut(monkeypatch):
-    monkeypatch.setattr(sandbox, "namespace_flags", lambda network: ())
-    monkeypatch.setattr(sandbox, "_warned", False)
+    monkeypatch.setattr(sandbox, "isolation", lambda network: NO_ISOLATION)
+    monkeypatch.setattr(sandbox, "_warned", set())
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         first = run_python("print(1)")
@@ -315,7 +499,8 @@ def test_warns_once_when_the_network_cannot_be_cut(monkeypatch):
     assert [first.stdout, second.stdout, allowed.stdout] == ["1\n", "2\n", "3\n"]
     assert not first.network_isolated
     messages = [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)]
-    assert len(messages) == 1 and "NOT cut" in messages[0]
+    assert len(messages) == 1 and "\n" not in messages[0]
+    assert "NOT isolated from the filesystem, the network, other processes" in messages[0]
 
 
 def test_bad_limits_are_rejected():
