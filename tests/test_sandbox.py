@@ -297,7 +297,7 @@ CHECKOUT = Path(__file__).resolve().parents[1]
 
 # Runs in the box: tries each escape and prints, per escape, what came of it.
 ESCAPES = """\
-import json, os
+import json, os, sys
 paths = json.loads({paths!r})
 outcome = {{}}
 
@@ -308,8 +308,15 @@ def attempt(name, action):
         outcome[name] = "failed: " + type(e).__name__
 
 def chdir_and_list(path):
+    # A checkout that holds its .venv (as `make` makes it) shows that folder, Python's prefix,
+    # mounted read-only: anything else it shows is an escape.
     os.chdir(path)
-    return os.listdir(".")
+    python = (os.path.realpath(sys.prefix), os.path.realpath(sys.base_prefix))
+    here = os.path.realpath(".")
+    names = [n for n in os.listdir(".")
+             if not any(p.startswith(os.path.join(here, n) + os.sep) or p == os.path.join(here, n)
+                        for p in python)]
+    return names[0]  # IndexError (failed) when the box shows nothing of the checkout
 
 def other_pids():
     return [p for p in os.listdir("/proc") if p.isdigit() and int(p) > 2]
