@@ -90,6 +90,21 @@ def test_bad_actions_are_observations(action, needle, counter):
     assert info[counter] == 1 and not terminated and reward == 0.0
 
 
+@pytest.mark.parametrize("env_id", ["lumos/GSM8K-v0", "lumos/WorldQA-v0", "lumos/MBPP-v0"])
+def test_a_variable_of_thousands_of_digits_is_no_exception(env_id):
+    env = make(env_id)
+    env.reset(seed=0)
+    name = "R" + "9" * 5000  # past int()'s 4,300-digit limit
+    tool = "Calculator" if env_id == "lumos/GSM8K-v0" else env.unwrapped.toolset.names[0]
+    env.step(f"{name} = {tool}(1)")
+    obs, _, terminated, _, info = env.step("Answer(R1)")
+    assert obs.startswith("Error: Answer: undefined variable R1") and not terminated
+    assert info["error_kinds"]["undefined-variable"] == 1
+    obs, *_ = env.step("Answer(" + "9" * 10**6 + ")")  # scored as text, not read as a number
+    assert obs.startswith("Answer submitted")
+    env.close()
+
+
 def test_errors_stop_the_rest_of_a_step_and_bindings_persist():
     env = make()
     env.reset(seed=0)
