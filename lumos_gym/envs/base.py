@@ -203,8 +203,8 @@ class LumosEnv(gym.Env[str, str], ABC):
         Args:
             seed: seeds ``np_random``, which draws the task when none is named.
             options: ``{"task_id": ...}`` or ``{"index": i}`` (``0 <= i < len(tasks)``) picks the
-                task; options that are not a mapping, an unknown task id or a bad index is an
-                error (``TypeError``, ``ValueError`` or :class:`LumosGymError`). In a privileged
+                task; options that are not a mapping, an unknown task id or a bad index raise
+                ``TypeError``, :class:`LumosGymError` or ``ValueError``. In a privileged
                 env, ``{"reference": {...}}`` adds gold facts for reference tool backends, merged
                 one level deep into :meth:`task_reference` (replay verification passes an
                 annotation's own ``QA`` results this way).

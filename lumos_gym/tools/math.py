@@ -1391,19 +1391,21 @@ class _SympyTool(Tool):
         if _alarm_usable() or not _POSIX or _worker_failed:
             return self.compute(action, ctx)
         name = self.spec.name
-        args = (type(self).__name__, action, dict(ctx.variables), list(_pending(ctx)), TIME_LIMIT)
+        before = list(ctx.state.get("SetEquation", []))
+        args = (type(self).__name__, action, dict(ctx.variables), before, TIME_LIMIT)
         try:
             result, pending = _WORKERS.run(__name__, "_compute", args, TIME_LIMIT + _WORKER_GRACE_S)
         except TimeoutError:
             raise ToolError(f"{name} gave up after {TIME_LIMIT:g} s; simplify the input") from None
-        except EOFError:
-            raise ToolError(f"{name} ran out of resources; simplify the input") from None
+        except EOFError:  # killed by the system (out of memory) or crashed
+            raise ToolError(f"{name} failed: its worker process died; simplify the input") from None
         except WorkerStartError as e:  # no subprocess here: the structural bounds remain
             _worker_failed = True
             warnings.warn(f"{e}; math tools run without a time limit off the main thread",
                           RuntimeWarning, stacklevel=2)
             return self.compute(action, ctx)
-        _pending(ctx)[:] = pending
+        if pending != before:
+            _pending(ctx)[:] = pending
         return result
 
     def close(self) -> None:
@@ -1412,7 +1414,11 @@ class _SympyTool(Tool):
 
 
 def _compute(
-    tool: str, action: Action, variables: dict[str, str], pending: list, time_limit: float
+    tool: str,
+    action: Action,
+    variables: dict[str, str],
+    pending: list[tuple[str, str]],
+    time_limit: float,
 ) -> tuple[ToolResult, list[tuple[str, str]]]:
     """Run a math tool in a worker process's main thread (see :class:`_SympyTool`)."""
     global TIME_LIMIT
