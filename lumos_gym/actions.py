@@ -359,7 +359,7 @@ def substitute(
         if name not in variables:
             if name == "Output":
                 return name
-            bound = ", ".join(sorted(variables, key=_variable_order)) or "none"
+            bound = ", ".join(sorted(variables, key=variable_order)) or "none"
             raise UndefinedVariableError(f"undefined variable {name} (defined: {bound})")
         value = variables[name]
         if render is not None:
@@ -371,8 +371,12 @@ def substitute(
     return _VARIABLE_RE.sub(replace, text)
 
 
-def _variable_order(name: str) -> tuple[int, int]:
-    return (0, int(name[1:])) if name.startswith("R") else (1, 0)
+def variable_order(name: str) -> tuple[int, int, str]:
+    """Sort ``R<n>`` by number, then ``Output``, without ``int()``: ``n`` may be 5,000 digits."""
+    if not name.startswith("R"):
+        return (1, 0, "")
+    digits = name[1:].lstrip("0") or "0"
+    return (0, len(digits), digits)
 
 
 def last_variable(names: Iterable[str]) -> str | None:
@@ -381,7 +385,7 @@ def last_variable(names: Iterable[str]) -> str | None:
     if "Output" in names:
         return "Output"
     numbered = [n for n in names if n.startswith("R")]
-    return max(numbered, key=_variable_order) if numbered else None
+    return max(numbered, key=variable_order) if numbered else None
 
 
 @dataclass(frozen=True)

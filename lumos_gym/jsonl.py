@@ -92,6 +92,22 @@ def publish_folder(dest: str | Path, fill: Callable[[Path], bool]) -> bool:
         shutil.rmtree(staging, ignore_errors=True)
 
 
+def folder_problem(folder: str | Path) -> str | None:
+    """Say why files cannot be written in ``folder`` (made if missing), or None when they can.
+
+    Checked before a long run starts, so that a bad output folder fails at once: a file at its
+    place or on its way (``--out results.txt/run``), or a nearest existing folder that is not
+    writable. Other failures (a full disk) still surface as OSError when writing.
+    """
+    folder = Path(folder)
+    existing = next(p for p in (folder, *folder.parents) if p.exists() or p == Path(p.anchor))
+    if not existing.is_dir():
+        return f"{existing} is a file, not a folder"
+    if not os.access(existing, os.W_OK | os.X_OK):
+        return f"{existing} is not writable"
+    return None
+
+
 def cache_root() -> Path:
     """Return the lumos-gym cache folder (``$LUMOS_GYM_CACHE`` or ``~/.cache/lumos-gym``)."""
     return Path(os.environ.get("LUMOS_GYM_CACHE", "~/.cache/lumos-gym")).expanduser()

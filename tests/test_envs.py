@@ -1,5 +1,6 @@
 import json
 import random
+import re
 import socket
 import sys
 import threading
@@ -64,6 +65,26 @@ def test_same_seed_same_task():
     assert first == env.unwrapped.tasks[2].id
 
 
+@pytest.mark.parametrize(
+    ("options", "error", "needle"),
+    [
+        ({"index": 10**9}, ValueError, "'index' 1000000000 is out of range"),
+        ({"index": -1}, ValueError, "'index' -1 is out of range"),
+        ({"index": "0"}, TypeError, "'index' must be an int, not str"),
+        ({"index": 1.5}, TypeError, "'index' must be an int, not float"),
+        ({"index": True}, TypeError, "'index' must be an int, not bool"),
+        ("str", TypeError, "reset options must be a dict"),
+        (["index", 0], TypeError, "reset options must be a dict"),
+    ],
+)
+def test_bad_reset_options_are_clear_errors(options, error, needle):
+    env = make().unwrapped  # past gymnasium's checker, as a vector env or a runner calls it
+    with pytest.raises(error, match=re.escape(needle)):
+        env.reset(options=options)
+    last = len(env.tasks) - 1
+    assert env.reset(options={"index": last})[1]["task_id"] == env.tasks[last].id
+
+
 def test_wrong_answer_scores_zero():
     env = make()
     env.reset(seed=0)
@@ -88,6 +109,31 @@ def test_bad_actions_are_observations(action, needle, counter):
     obs, reward, terminated, truncated, info = env.step(action)
     assert obs.startswith("Error:") and needle in obs
     assert info[counter] == 1 and not terminated and reward == 0.0
+
+
+@pytest.mark.parametrize("env_id", ["lumos/GSM8K-v0", "lumos/WorldQA-v0", "lumos/MBPP-v0"])
+def test_a_variable_of_thousands_of_digits_is_no_exception(env_id):
+    env = make(env_id)
+    env.reset(seed=0)
+    name = "R" + "9" * 5000  # past int()'s 4,300-digit limit
+    tool = "Calculator" if env_id == "lumos/GSM8K-v0" else env.unwrapped.toolset.names[0]
+    env.step(f"{name} = {tool}(1)")
+    obs, _, terminated, _, info = env.step("Answer(R1)")
+    assert obs.startswith("Error: Answer: undefined variable R1") and not terminated
+    assert info["error_kinds"]["undefined-variable"] == 1
+    obs, *_ = env.step("Answer(" + "9" * 10**6 + ")")  # scored as text, not read as a number
+    assert obs.startswith("Answer submitted")
+    env.close()
+
+
+@pytest.mark.parametrize("action", ["R1 = Calculator(1\x00)", "\x1b[2J", "Answer(\ud800)"])
+def test_control_characters_are_invalid_actions(action):
+    env = make()
+    env.reset(seed=0)
+    obs, _, terminated, _, info = env.step(action)
+    assert obs.startswith("Error: the action holds a control character") and not terminated
+    assert info["error_kinds"] == {"control-character": 1} and info["invalid_actions"] == 1
+    assert env.step("R1 = Calculator(1\t+ 2)\r\n")[0] == "R1 = 3"  # tab and line ends are fine
 
 
 def test_errors_stop_the_rest_of_a_step_and_bindings_persist():

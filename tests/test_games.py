@@ -188,6 +188,18 @@ def test_textworld_plays_commands_and_reports_bad_ones(tw):
     assert terminated and reward == 0.0 and info["metrics"]["moves"] == 2.0
 
 
+@pytest.mark.full
+def test_control_characters_never_reach_the_game(tw):
+    tw.reset(options={"task_id": "textworld/test/tw-cooking-l1/3"})
+    for bad in ("R1 = Command(\x00)", "R1 = Command(look\x00)", "look\x1b[2J"):
+        obs, _, terminated, _, info = tw.step(bad)  # \x00 had the game wait 60 s, or crash
+        assert obs.startswith("Error: the action holds a control character") and not terminated
+        assert "env_error" not in info
+    assert info["error_kinds"] == {"control-character": 3}
+    obs, _, terminated, _, info = tw.step("R1 = Command(look)")  # the game plays on
+    assert "-= Kitchen =-" in obs and not terminated
+
+
 def test_a_lost_game_ends_the_episode_with_its_points(tw):
     cooking = tw.tasks[2]
     tw.reset(options={"task_id": cooking.id})

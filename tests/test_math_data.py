@@ -34,7 +34,12 @@ from lumos_gym.envs.math.mathword import (
     template_names,
 )
 from lumos_gym.errors import DataError
-from lumos_gym.scoring.answers import answers_match, math_accuracy, normalize_number
+from lumos_gym.scoring.answers import (
+    MAX_NUMBER_CHARS,
+    answers_match,
+    math_accuracy,
+    normalize_number,
+)
 
 # ---------------------------------------------------------------------------------------------
 # A tiny safe evaluator: numbers, + - * /, unary minus and parentheses; nothing else.
@@ -730,6 +735,16 @@ def test_a_huge_numeric_answer_is_wrong_not_an_overflow():
     assert not answers_match("9" * 900, "12")
     assert answers_match("9" * 900, "9" * 900)
     assert answers_match("12.0000001", "12") and not answers_match("12.01", "12")
+
+
+def test_a_number_too_long_to_read_exactly_is_text():
+    """Reading a decimal is quadratic in its length: past MAX_NUMBER_CHARS it is plain text."""
+    longest = "9" * MAX_NUMBER_CHARS
+    assert normalize_number(longest) == longest
+    for huge in ("9" * 5000, "9" * 5000 + " 1/2", "1/" + "9" * 5000, "0." + "0" * 5000 + "1"):
+        assert normalize_number(huge) is None  # no ValueError from int()'s 4,300-digit limit
+        assert not answers_match(huge, "12") and answers_match(huge, huge)
+    assert not answers_match("9" * 5000 + ":1", "3:4") and not answers_match("9" * 10**6, "12")
 
 
 def test_a_split_the_bundled_sample_does_not_have_is_warned_about():

@@ -1,6 +1,7 @@
 import builtins
 import random
 import re
+import threading
 from pathlib import Path
 
 import pytest
@@ -371,6 +372,55 @@ def test_solving_stops_at_the_time_limit(monkeypatch):
     monkeypatch.setattr(mt, "TIME_LIMIT", 0.05)
     with pytest.raises(ToolError, match="gave up"):
         run("R1 = SolveEquation(exp(x) = x^10)")
+
+
+def _in_thread(function):
+    """Call ``function`` in a new thread and return what it returned or raised."""
+    outcome = []
+    thread = threading.Thread(target=lambda: outcome.append(_outcome(function)), daemon=True)
+    thread.start()
+    thread.join(120)  # a safety net, far above the time limit: no wall-clock assertion
+    assert outcome, "the tool did not return"
+    return outcome[0]
+
+
+def _outcome(function):
+    try:
+        return function()
+    except Exception as e:  # handed back to the test thread
+        return e
+
+
+@pytest.fixture
+def workers():
+    yield
+    make_tool("Calculator").close()  # the idle worker processes end with the test
+
+
+@pytest.mark.full
+@pytest.mark.usefixtures("workers")
+def test_the_time_limit_holds_off_the_main_thread(monkeypatch):
+    # SIGALRM reaches the main thread only: elsewhere the tool runs in a worker process
+    monkeypatch.setattr(mt, "TIME_LIMIT", 0.2)
+    ctx = ToolContext()
+    run("R1 = Calculator(x^(10^7))", ctx=ctx)  # the power is computed only when x is given
+    error = _in_thread(lambda: run("R2 = Calculator(R1(10))", ctx=ctx))
+    assert isinstance(error, ToolError) and "gave up after 0.2 s" in str(error)
+
+
+@pytest.mark.full
+@pytest.mark.usefixtures("workers")
+def test_math_tools_off_the_main_thread_keep_their_state():
+    ctx = ToolContext()
+    values = _in_thread(lambda: [
+        run("R1 = SetEquation(x + y = 10, x - y = 2)", ctx=ctx)[0],
+        run("R2, R3 = SolveEquation()", ctx=ctx)[0],
+        run("R4 = Calculator(R2 * R3 + 1)", ctx=ctx)[0],
+    ])
+    assert values == [("x + y = 10, x - y = 2",), ("6", "4"), ("25",)]
+    assert ctx.state["SetEquation"] == []  # solved equations are taken back from the worker
+    error = _in_thread(lambda: run("R5 = Calculator(R9 + 1)", ctx=ctx))
+    assert isinstance(error, UndefinedVariableError)
 
 
 @pytest.mark.parametrize(

@@ -63,7 +63,11 @@ def build_parser() -> Parser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line; errors of lumos-gym print one line and exit with status 2."""
+    """Run the command line; errors of lumos-gym print one line and exit with status 2.
+
+    So does an error of the operating system (a file that cannot be written or read: an
+    output path under a file, a read-only folder, a full disk), named with its file.
+    """
     parser = build_parser()
     args = parser.parse_args(argv)
     reconfigure = getattr(sys.stdout, "reconfigure", None)
@@ -74,6 +78,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     except LumosGymError as e:
         print(f"lumos-gym {args.verb}: error: {e}", file=sys.stderr)
         return 2
+    except OSError as e:  # the place, not lumos-gym: no traceback either
+        print(f"lumos-gym {args.verb}: error: {_os_error(e)}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print(f"lumos-gym {args.verb}: interrupted", file=sys.stderr)
         return 130
+
+
+def _os_error(error: OSError) -> str:
+    """Return ``file: reason`` for an error of the operating system (no file: the reason)."""
+    reason = error.strerror or str(error)
+    return f"{error.filename}: {reason}" if error.filename is not None else reason

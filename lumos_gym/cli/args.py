@@ -126,6 +126,8 @@ def at_least(kind: type, minimum: float, name: str) -> Callable[[str], Any]:
 
 
 positive_int = at_least(int, 1, "an integer")
+#: A seed: numpy's generators take no negative one.
+nonnegative_int = at_least(int, 0, "an integer")
 nonnegative_float = at_least(float, 0, "a number")
 
 

@@ -6,7 +6,7 @@ import argparse
 from typing import Any
 
 from lumos_gym import envs as registered  # env_ids is looked up per call (tests replace it)
-from lumos_gym.cli.args import add_format, parse_kwargs, print_json
+from lumos_gym.cli.args import add_format, nonnegative_int, parse_kwargs, print_json
 from lumos_gym.envs.checks import CheckReport, check_env_id
 from lumos_gym.envs.registration import resolve_env_id
 from lumos_gym.errors import DataError
@@ -108,7 +108,7 @@ def add_play(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("play", help="play an env by typing grounded actions")
     p.add_argument("env", help="an env id, e.g. lumos/MathWord-v0")
     p.add_argument("--kwarg", "-k", action="append", default=[], metavar="KEY=VALUE")
-    p.add_argument("--seed", type=int, default=None)
+    p.add_argument("--seed", type=nonnegative_int, default=None)
     p.add_argument("--task-id", default=None)
     p.set_defaults(func=cmd_play)
 

@@ -13,6 +13,7 @@ from lumos_gym.agents.plugins import SPEC_HELP
 from lumos_gym.cli.args import (
     add_format,
     nonnegative_float,
+    nonnegative_int,
     parse_kwargs,
     parse_model_args,
     positive_int,
@@ -83,7 +84,7 @@ def _add_model_flags(p: argparse.ArgumentParser) -> None:
                    help="plan/ground rounds per episode (default: Lumos' limit per task type)")
     p.add_argument("--max-new-tokens", type=positive_int, default=128)
     p.add_argument("--temperature", type=float, default=0.0)
-    p.add_argument("--seed", type=int, default=None,
+    p.add_argument("--seed", type=nonnegative_int, default=None,
                    help="the seed of every episode and of the agent (default: the suite's, 0)")
 
 

@@ -11,6 +11,7 @@ from typing import Any
 from lumos_gym.cli.args import add_format, print_json
 from lumos_gym.envs import load_plugins
 from lumos_gym.errors import LumosGymError
+from lumos_gym.jsonl import folder_problem
 from lumos_gym.leaderboard.render import (
     attach_reference,
     load_board,
@@ -221,6 +222,9 @@ def _compare(args: argparse.Namespace) -> int:
         print(text, end="")
         return 0
     path = Path(args.out)
+    problem = folder_problem(path.parent) or (f"{path} is a folder" if path.is_dir() else None)
+    if problem:
+        raise LumosGymError(f"cannot write {path}: {problem}")
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text, encoding="utf-8")
     print(f"comparison: {path}")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import logging
 
-from lumos_gym.cli.args import positive_int
+from lumos_gym.cli.args import nonnegative_int, positive_int
 from lumos_gym.errors import LumosGymError
 
 
@@ -24,7 +24,7 @@ def add_reproduce(sub: argparse._SubParsersAction) -> None:
                    help="comma-separated: lumos-i, lumos-o, integrated, react, cot, direct")
     p.add_argument("--num-tasks", type=positive_int, default=200,
                    help="data build size (default 200)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=nonnegative_int, default=0)
     p.add_argument("--base-model", default="smollm2-135m")
     p.add_argument("--threads", type=int, default=None, help="CPU threads for training")
     p.add_argument("--batch-size", type=int, default=8, help="evaluation batch size")

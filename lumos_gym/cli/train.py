@@ -6,6 +6,7 @@ import argparse
 import logging
 from typing import TYPE_CHECKING
 
+from lumos_gym.cli.args import nonnegative_int
 from lumos_gym.errors import LumosGymError
 
 if TYPE_CHECKING:  # annotations only: importing the training stack stays lazy
@@ -57,7 +58,7 @@ def _add_schedule_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--eval-steps", type=int, default=None)
     p.add_argument("--save-steps", type=int, default=None)
     p.add_argument("--max-records", type=int, default=None)
-    p.add_argument("--seed", type=int, default=None)
+    p.add_argument("--seed", type=nonnegative_int, default=None)
     p.add_argument("--merge", action="store_true", help="also save a merged model (OUT/merged)")
     p.add_argument("--resume", action="store_true", help="continue from OUT's last checkpoint")
     p.add_argument("--device", default=None, help="auto, cpu or cuda")

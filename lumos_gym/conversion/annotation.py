@@ -194,13 +194,17 @@ def make_subgoals(plan: Iterable[tuple[str, Iterable[str]]]) -> tuple[Subgoal, .
 
 
 def read_annotations(path: str | Path) -> Iterator[Annotation | AnnotationError]:
-    """Yield the annotations of a JSONL file; a bad line yields its error instead (no crash)."""
-    with open(path, encoding="utf-8") as f:
+    """Yield the annotations of a JSONL file; a bad line yields its error instead (no crash).
+
+    Lines are read as bytes and decoded one by one, so a line that is not UTF-8 (or a file that
+    is not text) is a bad line, not an exception.
+    """
+    with open(path, "rb") as f:
         for n, line in enumerate(f, 1):
             if not line.strip():
                 continue
             try:
-                yield Annotation.from_dict(json.loads(line))
+                yield Annotation.from_dict(json.loads(line.decode("utf-8")))
             except (ValueError, TypeError, AttributeError, AnnotationError) as e:
                 yield AnnotationError(f"{path}:{n}: {e}")
 

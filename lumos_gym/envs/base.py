@@ -4,8 +4,8 @@ Observations and actions are text. ``reset`` shows a task; ``step`` parses one o
 ``; ``-joined grounded actions, runs them in order through the env's tools, binds their output
 variables and returns their results as text. The terminal action ``Answer(<value or R<n>>)``
 ends the episode and scores it. Whatever the agent sends, ``step`` returns an observation: a
-parse error, an unknown tool, an undefined variable or a failing tool becomes an
-``Error: ...`` line and a counter in ``info``, never an exception. A tool's own crash (an
+parse error, a control character, an unknown tool, an undefined variable or a failing tool
+becomes an ``Error: ...`` line and a counter in ``info``, never an exception. A tool's own crash (an
 exception other than :class:`~lumos_gym.errors.LumosGymError`: a bug, not the agent's input) is
 also named in ``info["tool_crash"]`` of its step, so that a runner does not blame the agent.
 
@@ -19,6 +19,7 @@ image) and return :class:`gymnasium.spaces.Dict` observations through :meth:`obs
 
 from __future__ import annotations
 
+import numbers
 import re
 import time
 from abc import ABC, abstractmethod
@@ -51,6 +52,9 @@ _TRUNCATION_MARK = "\n[... truncated]"
 
 #: Characters outside :func:`text_charset` (kept in step with it).
 _OUTSIDE_CHARSET = re.compile("[^\t\n\x20-\x7e\xa0-\ud7ff\ue000-\ufffd]")
+#: Characters no action may hold: control characters but tab and line breaks, and lone
+#: surrogates. A game engine took ``look\x00`` down; no tool has a use for them.
+_CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff]")
 
 
 def normalize_text(text: str, max_chars: int = MAX_OBSERVATION_CHARS) -> str:
@@ -198,13 +202,15 @@ class LumosEnv(gym.Env[str, str], ABC):
 
         Args:
             seed: seeds ``np_random``, which draws the task when none is named.
-            options: ``{"task_id": ...}`` or ``{"index": i}`` picks the task. In a privileged
+            options: ``{"task_id": ...}`` or ``{"index": i}`` (``0 <= i < len(tasks)``) picks the
+                task; options that are not a mapping, an unknown task id or a bad index raise
+                ``TypeError``, :class:`LumosGymError` or ``ValueError``. In a privileged
                 env, ``{"reference": {...}}`` adds gold facts for reference tool backends, merged
                 one level deep into :meth:`task_reference` (replay verification passes an
                 annotation's own ``QA`` results this way).
         """
+        options = _reset_options(options)
         super().reset(seed=seed)
-        options = options or {}
         task = self._pick_task(options)
         reference: dict[str, Any] = {}
         if self.privileged:
@@ -314,7 +320,18 @@ class LumosEnv(gym.Env[str, str], ABC):
                 raise LumosGymError(f"unknown task_id {task_id!r} ({len(self.tasks)} tasks)")
             return self.tasks[self._by_id[task_id]]
         if "index" in options:
-            return self.tasks[int(options["index"]) % len(self.tasks)]
+            index = options["index"]
+            if isinstance(index, bool) or not isinstance(index, numbers.Integral):
+                raise TypeError(
+                    f"reset options: 'index' must be an int, not {type(index).__name__} "
+                    f"({index!r})"
+                )
+            if not 0 <= index < len(self.tasks):
+                raise ValueError(
+                    f"reset options: 'index' {index} is out of range: {type(self).__name__} "
+                    f"has {len(self.tasks)} tasks, 0 to {len(self.tasks) - 1}"
+                )
+            return self.tasks[int(index)]
         return self.tasks[int(self.np_random.integers(len(self.tasks)))]
 
     def _close_session(self) -> None:
@@ -350,6 +367,13 @@ class LumosEnv(gym.Env[str, str], ABC):
 
     def _execute(self, episode: EpisodeState, text: str) -> list[str]:
         """Execute the actions of one step, stopping at the first error."""
+        control = _CONTROL.search(text)
+        if control:
+            episode.count_error("control-character")
+            return [
+                f"Error: the action holds a control character ({control.group(0)!r}) at "
+                f"position {control.start()}; write plain text"
+            ]
         try:
             actions = parse_actions(self.rewrite_action(text))
         except LumosGymError as e:
@@ -444,6 +468,18 @@ class LumosEnv(gym.Env[str, str], ABC):
             episode.metrics = self.score("", episode.task)
         episode.done = True
         return "Stopped."
+
+
+def _reset_options(options: Any) -> Mapping[str, Any]:
+    """Return the options of ``reset`` (None is none); anything but a mapping is a TypeError."""
+    if options is None:
+        return {}
+    if not isinstance(options, Mapping):
+        raise TypeError(
+            f"reset options must be a dict such as {{'index': 0}} or {{'task_id': ...}}, "
+            f"not {type(options).__name__} ({options!r:.60})"
+        )
+    return options
 
 
 def _copy_level(value: Any) -> Any:

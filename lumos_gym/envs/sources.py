@@ -75,9 +75,11 @@ class FileSource(TaskSource):
         self.hint = hint
 
     def load(self) -> list[Task]:
-        """Read the file with the loader; a missing file is a one-line DataError."""
+        """Read the file with the loader; a missing file or a folder is a one-line DataError."""
+        hint = f"; {self.hint}" if self.hint else ""
+        if self.path.is_dir():
+            raise DataError(f"{self.path} is a folder; name the data file in it{hint}")
         if not self.path.is_file():
-            hint = f"; {self.hint}" if self.hint else ""
             raise DataError(f"{self.path}: no such file{hint}")
         return self.loader(self.path, self.split)
 

@@ -24,7 +24,7 @@ from lumos_gym.agents import make_agent
 from lumos_gym.agents.base import Agent, AgentConfig
 from lumos_gym.agents.runner import EpisodeRecord, EpisodeSpec, Runner
 from lumos_gym.errors import EvaluationError
-from lumos_gym.jsonl import write_json_atomic
+from lumos_gym.jsonl import folder_problem, write_json_atomic
 from lumos_gym.leaderboard.backends import agent_backends
 from lumos_gym.leaderboard.distributed import RayPool
 from lumos_gym.leaderboard.folders import (
@@ -131,6 +131,8 @@ class RunConfig:
         for name, value in (("--limit", self.limit), ("--workers", self.workers)):
             if value is not None and value < 1:
                 raise EvaluationError(f"{name} must be at least 1, got {value}")
+        if self.seed is not None and self.seed < 0:  # every episode would fail its reset
+            raise EvaluationError(f"--seed must be at least 0, got {self.seed}")
 
     def runner_settings(self) -> dict[str, Any]:
         """Return the :class:`~lumos_gym.agents.runner.Runner` settings of this run."""
@@ -158,8 +160,8 @@ def evaluate(config: RunConfig) -> EvaluationResult:
     every episode of the run (of its shard) that the folder then holds.
 
     Raises:
-        EvaluationError: an unknown agent or suite, envs that cannot be planned, or a folder
-            holding results of another run.
+        EvaluationError: an unknown agent or suite, envs that cannot be planned, a folder
+            holding results of another run, or one that cannot be written.
     """
     if isinstance(config.agent, str):
         agent = make_agent(config.agent, config.agent_config)
@@ -173,6 +175,9 @@ def evaluate(config: RunConfig) -> EvaluationResult:
     plan = plan_episodes(entries, seed=config.seed, privileged=privileged, shard=shard,
                          gold_plans=bool(getattr(agent, "needs_gold_plan", False)))
     out_dir, new_default = _out_dir(config, agent.name, chosen)
+    problem = folder_problem(out_dir)
+    if problem:  # before any model loads
+        raise EvaluationError(f"cannot write the results to {out_dir}: {problem}")
     results = ResultsFile(out_dir / "episodes.jsonl")
     if results.done:
         check_existing(out_dir, results.done, plan.by_key, agent, config.resume)

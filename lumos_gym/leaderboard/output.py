@@ -19,7 +19,7 @@ from typing import Any
 from lumos_gym import __version__
 from lumos_gym.agents.base import Agent
 from lumos_gym.errors import EvaluationError
-from lumos_gym.jsonl import append_jsonl, drop_partial_line
+from lumos_gym.jsonl import append_jsonl, atomic_writer, drop_partial_line
 from lumos_gym.leaderboard.provenance import portable_paths
 from lumos_gym.leaderboard.results import ResultsError, differences, read_episodes
 
@@ -39,12 +39,19 @@ class ResultsFile:
         drop_partial_line(path)
         if path.exists():
             try:
-                self.done, _ = read_episodes(path, strict=True)
+                self.done, duplicates = read_episodes(path, strict=True)
             except ResultsError as e:
                 raise EvaluationError(
                     f"{e}; move the file away or pass another --out (lumos-gym merge skips "
                     "such lines)"
                 ) from None
+            if duplicates:  # a copied line: drop it, or validation fails the whole run
+                for problem in duplicates:
+                    print(f"warning: {problem.removesuffix(', skipped')}, dropped from the file",
+                          file=sys.stderr)
+                with atomic_writer(path) as f:
+                    for record in self.done.values():
+                        append_jsonl(f, record)
         self._file: Any = None  # opened by the first append
 
     def append(self, record: Mapping[str, Any]) -> None:

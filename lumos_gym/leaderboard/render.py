@@ -46,6 +46,7 @@ from urllib.parse import quote
 from lumos_gym import __version__
 from lumos_gym.agents.plugins import registered_agent
 from lumos_gym.errors import EvaluationError, LumosGymError
+from lumos_gym.jsonl import folder_problem
 from lumos_gym.leaderboard.attribution import (
     ATTRIBUTION_NOTE,
     TABLE_HEADERS,
@@ -1518,7 +1519,8 @@ def write_board(
         the files written, or the text itself for ``md``/``csv`` without ``out``.
 
     Raises:
-        LeaderboardError: an unknown format, or html/png without ``out``.
+        LeaderboardError: an unknown format, html/png without ``out``, or an ``out`` that
+            cannot be written (:func:`~lumos_gym.jsonl.folder_problem`).
     """
     if fmt not in FORMATS:
         raise LeaderboardError(f"unknown format {fmt!r}; use one of {', '.join(FORMATS)}")
@@ -1529,6 +1531,9 @@ def write_board(
     path = Path(out)
     if path.is_dir() or str(out).endswith(("/", os.sep)) or not path.suffix:
         path = path / f"leaderboard.{fmt}"
+    problem = folder_problem(path.parent)
+    if problem:
+        raise LeaderboardError(f"cannot write {path}: {problem}")
     path.parent.mkdir(parents=True, exist_ok=True)
     if fmt == "png":
         return [render_png(board, path)]

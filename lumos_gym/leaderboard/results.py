@@ -429,8 +429,8 @@ def read_episodes(
     line (a killed run), a line that is not an episode record (no ``env_id``, ``task_id`` or
     ``status``) and a second record of the same episode are skipped, each named in the
     problems returned. With ``strict`` (a file a run appends to, its torn last line already
-    cut) every line must be a record with a key, kept as written; a later record of an episode
-    replaces an earlier one.
+    cut) every line must be a record with a key, kept as written; a second record of an
+    episode is skipped and named too (a resumed run drops it from the file).
 
     Returns:
         ``(records, problems)``: key → record, and one line per skipped line naming it.
@@ -462,10 +462,11 @@ def read_episodes(
             except (ValueError, KeyError, TypeError, AttributeError) as e:
                 problem = f"not an episode record ({e})"
             else:
-                if strict or key not in records:
+                if key not in records:
                     records[key] = record if strict else {**record, "key": key}
-                    continue
-                problem = f"a second record of {key}"
+                else:  # skipped in strict mode too: a run never writes an episode twice
+                    problems.append(f"{path}:{n}: a second record of {key}, skipped")
+                continue
         if strict:
             raise ResultsError(f"{path}:{n} is {problem}")
         problems.append(f"{path}:{n}: {problem}, skipped")

@@ -193,8 +193,10 @@ def suite_names() -> list[str]:
 def get_suite(name: str) -> Suite:
     """Return the suite called ``name`` (or an alias), or read the suite file ``name``.
 
+    A ``.json`` file is read first; a shipped suite's name wins over another file of that name.
+
     Raises:
-        EvaluationError: an unknown name, or a suite file that does not load.
+        EvaluationError: an unknown name, a folder, or a suite file that does not load.
     """
     if name.endswith(".json") and Path(name).is_file():
         return load_suite(name)
@@ -205,6 +207,10 @@ def get_suite(name: str) -> Suite:
         if Path(shown).stem == name:
             raise EvaluationError(message)
     known = ", ".join(sorted({s.name for s in suites.values()}))
+    if Path(name).is_file():  # not a name: the file says what is wrong with it
+        return load_suite(name)
+    if Path(name).is_dir():
+        raise EvaluationError(f"{name} is a folder; a suite is one of {known}, or a .json file")
     raise EvaluationError(f"unknown suite {name!r}; known: {known} (or a suite .json file)")
 
 

@@ -54,6 +54,10 @@ _WORDS.update({"eighty": 80, "ninety": 90, "hundred": 100, "thousand": 1000})
 _PUNCT = str.maketrans({c: " " for c in string.punctuation if c not in ":/"})
 _ARTICLES = re.compile(r"\b(?:a|an|the)\b")
 _MAX_EXPONENT = 400
+#: Longest number read exactly, in characters: converting a decimal text to an integer takes
+#: time quadratic in its length (a model's million-digit "answer" took minutes), and no gold
+#: answer comes near it. A longer number is read as text.
+MAX_NUMBER_CHARS = 1000
 
 
 def _canonical(value: Fraction) -> str:
@@ -76,7 +80,7 @@ def _match_to_fraction(match: re.Match[str]) -> Fraction | None:
     """Convert one :data:`_NUMBER` match to a fraction (``None`` on a zero denominator)."""
     digits = match["num"].replace(",", "")
     exp = int(match["exp"]) if match["exp"] else 0
-    if abs(exp) > _MAX_EXPONENT:
+    if abs(exp) > _MAX_EXPONENT or max(len(digits), len(match["den"] or "")) > MAX_NUMBER_CHARS:
         return None
     try:
         value = Fraction(Decimal(digits)) * Fraction(10) ** exp
@@ -109,7 +113,7 @@ def to_fraction(text: object) -> Fraction | None:
     if isinstance(text, float):
         return Fraction(text).limit_denominator(10**12) if math.isfinite(text) else None
     s = str(text).translate(_MINUS).translate(_CURRENCY).strip()
-    mixed = _MIXED.match(s)
+    mixed = _MIXED.match(s) if len(s) <= MAX_NUMBER_CHARS else None
     if mixed:
         value = int(mixed["whole"]) + Fraction(int(mixed["num"]), int(mixed["den"]) or 1)
         return -value if mixed["sign"] == "-" else value
@@ -174,7 +178,7 @@ def _close(a: Fraction, b: Fraction, rel_tol: float) -> bool:
 
 def _ratio(text: str) -> Fraction | None:
     match = _RATIO.match(text.translate(_CURRENCY))
-    if not match:
+    if not match or max(len(match["a"]), len(match["b"])) > MAX_NUMBER_CHARS:
         return None
     b = Fraction(Decimal(match["b"]))
     return None if b == 0 else Fraction(Decimal(match["a"])) / b

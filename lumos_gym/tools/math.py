@@ -42,8 +42,10 @@ checked tree by this module. Work is bounded: formulas of at most
 :data:`MAX_FORMULA_CHARS` characters, brackets nested at most :data:`MAX_NESTING` deep, exact
 numbers of at most :data:`MAX_DIGITS` digits (``9^9^9^9`` is refused before it is computed),
 bounded arguments of ``exp``, ``factorial`` and ``binomial``, and symbolic expansion only when
-it yields at most :data:`MAX_EXPAND_TERMS` terms. As a last resort, sympy work that runs in the
-main thread is stopped after :data:`TIME_LIMIT` seconds.
+it yields at most :data:`MAX_EXPAND_TERMS` terms. As a last resort, sympy work is stopped after
+:data:`TIME_LIMIT` seconds: by ``SIGALRM`` in the main thread; called from any other thread (or
+where the alarm is taken), a tool runs in a worker process (:mod:`lumos_gym.tools.worker`)
+whose main thread has the alarm, and which is killed if it still does not answer.
 
 **Values.** A result is written as follows (:func:`format_value`):
 
@@ -69,9 +71,12 @@ from __future__ import annotations
 import ast
 import keyword
 import math
+import os
 import re
 import signal
 import threading
+import warnings
+from abc import abstractmethod
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -85,6 +90,7 @@ from lumos_gym.actions import Action, substitute
 from lumos_gym.errors import ToolError, UndefinedVariableError
 from lumos_gym.scoring.answers import normalize_number
 from lumos_gym.tools.base import Tool, ToolContext, ToolResult, ToolSpec
+from lumos_gym.tools.worker import WorkerPool, WorkerStartError
 
 __all__ = [
     "FUNCTIONS",
@@ -109,8 +115,10 @@ MAX_NESTING = 50
 MAX_DIGITS = 1000
 #: Most terms a symbolic result is expanded to; a bigger expansion is left unexpanded.
 MAX_EXPAND_TERMS = 200
-#: Seconds of sympy work allowed per action (enforced only in the main thread).
+#: Seconds of sympy work allowed per action, in any thread (see the module docstring).
 TIME_LIMIT = 3.0
+#: Seconds a worker process may take beyond TIME_LIMIT before it is killed.
+_WORKER_GRACE_S = 2.0
 
 _MAX_BITS = math.ceil(MAX_DIGITS * math.log2(10))
 _MAX_EXP_ARGUMENT = math.floor(MAX_DIGITS * math.log(10))  # exp(x) < 10**MAX_DIGITS
@@ -292,20 +300,24 @@ class _Timeout(BaseException):
     """Raised by the alarm of :func:`_time_limit`; a BaseException so sympy cannot swallow it."""
 
 
-@contextmanager
-def _time_limit(seconds: float) -> Iterator[None]:
-    """Interrupt the block after ``seconds`` with :class:`_Timeout`.
-
-    Only in the main thread of a process whose interval timer and ``SIGALRM`` handler are free;
-    elsewhere it is a no-op and the structural bounds alone keep the work small.
-    """
-    usable = (
+def _alarm_usable() -> bool:
+    """Say whether :func:`_time_limit` can use the alarm: in the main thread, timer free."""
+    return (
         hasattr(signal, "setitimer")
         and threading.current_thread() is threading.main_thread()
         and signal.getsignal(signal.SIGALRM) in (signal.SIG_DFL, signal.SIG_IGN, None)
         and signal.getitimer(signal.ITIMER_REAL)[0] == 0
     )
-    if not usable:
+
+
+@contextmanager
+def _time_limit(seconds: float) -> Iterator[None]:
+    """Interrupt the block after ``seconds`` with :class:`_Timeout`.
+
+    Only where :func:`_alarm_usable`; elsewhere it is a no-op, and :class:`_SympyTool` runs the
+    tools in a worker process where it is usable.
+    """
+    if not _alarm_usable():
         yield
         return
 
@@ -1356,8 +1368,68 @@ def count_items(text: str, variables: Mapping[str, str] | None = None) -> int:
 # ---------------------------------------------------------------------------------------------
 # The tools
 
+_WORKERS = WorkerPool(preload=(__name__,))
+_POSIX = os.name == "posix"
+_worker_failed = False
 
-class Calculator(Tool):
+
+class _SympyTool(Tool):
+    """A tool whose sympy work stops after :data:`TIME_LIMIT` seconds in any thread.
+
+    Subclasses implement :meth:`compute`. Where the alarm is usable it runs here; elsewhere in
+    a worker process, with the variables and the pending equations sent along and the pending
+    equations it leaves taken back.
+    """
+
+    @abstractmethod
+    def compute(self, action: Action, ctx: ToolContext) -> ToolResult:
+        """Run the action (what ``run`` does, in the calling thread)."""
+
+    def run(self, action: Action, ctx: ToolContext) -> ToolResult:
+        """Run :meth:`compute` under the time limit (see the class docstring)."""
+        global _worker_failed
+        if _alarm_usable() or not _POSIX or _worker_failed:
+            return self.compute(action, ctx)
+        name = self.spec.name
+        before = list(ctx.state.get("SetEquation", []))
+        args = (type(self).__name__, action, dict(ctx.variables), before, TIME_LIMIT)
+        try:
+            result, pending = _WORKERS.run(__name__, "_compute", args, TIME_LIMIT + _WORKER_GRACE_S)
+        except TimeoutError:
+            raise ToolError(f"{name} gave up after {TIME_LIMIT:g} s; simplify the input") from None
+        except EOFError:  # killed by the system (out of memory) or crashed
+            raise ToolError(f"{name} failed: its worker process died; simplify the input") from None
+        except WorkerStartError as e:  # no subprocess here: the structural bounds remain
+            _worker_failed = True
+            warnings.warn(f"{e}; math tools run without a time limit off the main thread",
+                          RuntimeWarning, stacklevel=2)
+            return self.compute(action, ctx)
+        if pending != before:
+            _pending(ctx)[:] = pending
+        return result
+
+    def close(self) -> None:
+        """Close the idle worker processes (the next call off the main thread starts one)."""
+        _WORKERS.close()
+
+
+def _compute(
+    tool: str,
+    action: Action,
+    variables: dict[str, str],
+    pending: list[tuple[str, str]],
+    time_limit: float,
+) -> tuple[ToolResult, list[tuple[str, str]]]:
+    """Run a math tool in a worker process's main thread (see :class:`_SympyTool`)."""
+    global TIME_LIMIT
+    TIME_LIMIT = time_limit
+    ctx = ToolContext(variables=variables, state={"SetEquation": pending})
+    cls = globals()[tool]
+    assert isinstance(cls, type) and issubclass(cls, _SympyTool)
+    return cls().compute(action, ctx), _pending(ctx)
+
+
+class Calculator(_SympyTool):
     """Compute a formula: a number, a comparison, or an expression in free variables.
 
     See the module docstring for the syntax, the bounds and how values are written.
@@ -1365,7 +1437,7 @@ class Calculator(Tool):
 
     spec = ToolSpec("Calculator", "Calculator(formula)", "Calculate the input formula")
 
-    def run(self, action: Action, ctx: ToolContext) -> ToolResult:
+    def compute(self, action: Action, ctx: ToolContext) -> ToolResult:
         """Return the value of the formula in ``action.args``.
 
         Raises:
@@ -1378,7 +1450,7 @@ class Calculator(Tool):
         return ToolResult((value,))
 
 
-class SetEquation(Tool):
+class SetEquation(_SympyTool):
     """Record equations (or inequalities) for a later ``SolveEquation``/``SolveInequality``.
 
     ``SetEquation(x + y = 10, x - y = 2)`` records two equations and returns them as exact
@@ -1390,7 +1462,7 @@ class SetEquation(Tool):
 
     spec = ToolSpec("SetEquation", "SetEquation(equation)", "Set up an equation to be solved")
 
-    def run(self, action: Action, ctx: ToolContext) -> ToolResult:
+    def compute(self, action: Action, ctx: ToolContext) -> ToolResult:
         """Record and return the relations of ``action.args``.
 
         Raises:
@@ -1414,7 +1486,7 @@ class SetEquation(Tool):
         return ToolResult(tuple(texts) if n_outputs > 1 else (", ".join(texts),))
 
 
-class SolveEquation(Tool):
+class SolveEquation(_SympyTool):
     """Solve one equation or a system, given as the argument or set before.
 
     * **Equations.** The argument holds comma-separated equations (``2*x + 3 = 7``; ``R2 =
@@ -1439,7 +1511,7 @@ class SolveEquation(Tool):
 
     spec = ToolSpec("SolveEquation", "SolveEquation(equation)", "Solve the previous set equation")
 
-    def run(self, action: Action, ctx: ToolContext) -> ToolResult:
+    def compute(self, action: Action, ctx: ToolContext) -> ToolResult:
         """Solve and return one value per output.
 
         Raises:
@@ -1478,7 +1550,7 @@ class SolveEquation(Tool):
         return ToolResult(tuple(columns), observation=shown)
 
 
-class SolveInequality(Tool):
+class SolveInequality(_SympyTool):
     """Solve inequalities in one unknown, given as the argument or set before.
 
     The argument holds comma-separated inequalities (all must hold), variables holding
@@ -1493,7 +1565,7 @@ class SolveInequality(Tool):
         "SolveInequality", "SolveInequality(inequality)", "Solve the previous set inequality"
     )
 
-    def run(self, action: Action, ctx: ToolContext) -> ToolResult:
+    def compute(self, action: Action, ctx: ToolContext) -> ToolResult:
         """Solve and return the solution set as text.
 
         Raises:
@@ -1621,7 +1693,7 @@ def _defined(item: str) -> str:
     return item
 
 
-class Count(Tool):
+class Count(_SympyTool):
     """Count the elements of a list, or the terms of a progression with ``...``.
 
     See :func:`count_items` for the rules: ``Count(2, 4, 6)`` and ``Count([a, b, c])`` give 3,
@@ -1630,7 +1702,7 @@ class Count(Tool):
 
     spec = ToolSpec("Count", "Count(list)", "Count the number of elements in the given list")
 
-    def run(self, action: Action, ctx: ToolContext) -> ToolResult:
+    def compute(self, action: Action, ctx: ToolContext) -> ToolResult:
         """Return the number of elements.
 
         Raises:

@@ -40,7 +40,7 @@ from typing import Any
 
 import numpy as np
 
-from lumos_gym.actions import Action, split_list
+from lumos_gym.actions import Action, split_list, variable_order
 from lumos_gym.errors import DataError, ToolError
 from lumos_gym.retrieval.bm25 import tokenize
 from lumos_gym.retrieval.embed import load_embedder
@@ -302,7 +302,7 @@ class Pick(Tool):
             raise ToolError("no items to pick from; pass the result of Search, e.g. R1")
         items = split_list(features_arg)
         if items and all(_VARIABLE_RE.fullmatch(i) for i in items):
-            items.sort(key=lambda name: int(name[1:]))  # Lumos paired them in variable order
+            items.sort(key=variable_order)  # Lumos paired them in variable order
         features = [substitute_bound(item, ctx.variables) for item in items]
         best = self.ranker.order(query, feature_candidates(names, features))[0]
         return ToolResult((names[best].split(" - ", 1)[0].strip(),))

@@ -137,6 +137,15 @@ def check_record(row: Any) -> str | None:
     return None
 
 
+def _decodes(head: bytes) -> bool:
+    """Say whether ``head`` (maybe cut inside a character) is UTF-8 text."""
+    try:
+        head.decode("utf-8")
+    except UnicodeDecodeError as e:
+        return e.reason == "unexpected end of data"
+    return True
+
+
 def read_records(paths: Sequence[str | Path]) -> list[Record]:
     """Read and check every line of the training files.
 
@@ -154,16 +163,25 @@ def read_records(paths: Sequence[str | Path]) -> list[Record]:
                 f"training file {str(path)!r} does not exist; build one with `lumos-gym export` "
                 "or `lumos-gym data build`"
             )
+        with open(path, "rb") as f:
+            first = f.readline(8192)
+        if b"\0" in first or not _decodes(first):  # an image, an archive: one line says so
+            raise TrainingError(
+                f"training file {str(path)!r} is not text; training files are JSON lines "
+                "(lumos-gym export or lumos-gym data build)"
+            )
         before = len(records)
-        with open(path, encoding="utf-8") as f:
+        with open(path, "rb") as f:  # each line decoded alone: one not UTF-8 is a bad line
             for number, line in enumerate(f, 1):
                 if not line.strip():
                     continue
                 where = f"{path}:{number}"
                 try:
-                    row = json.loads(line)
+                    row = json.loads(line.decode("utf-8"))
                 except json.JSONDecodeError as e:
                     problem: str | None = f"not JSON ({e.msg} at column {e.colno})"
+                except UnicodeDecodeError as e:
+                    problem = f"not UTF-8 text (byte {line[e.start]:#04x} at column {e.start + 1})"
                 else:
                     problem = check_record(row)
                 if problem:
