@@ -10,6 +10,7 @@ import pytest
 
 from lumos_gym.leaderboard.cards import (
     card_text,
+    pooled_comparisons,
     role_cards,
     seed_groups,
     seed_spread,
@@ -31,7 +32,7 @@ from lumos_gym.leaderboard.render import (
     render_markdown,
     short_env,
 )
-from lumos_gym.leaderboard.stats import MCNEMAR, Comparison, PairedDiff
+from lumos_gym.leaderboard.stats import MCNEMAR, Comparison, PairedDiff, compare_seeds
 
 
 def _card(seed, data="integrated.jsonl", steps=637):
@@ -63,6 +64,7 @@ class _Row:
     score: dict[str, Any]
     cells: dict[str, _Cell] = field(default_factory=dict)
     ceiling: bool = False
+    records: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
 
 
 def _row(name, agent, seed, suite, envs, **card):
@@ -154,6 +156,45 @@ def test_claims_section_sets_the_paper_beside_the_measured_rows():
     assert "| (a) | cot | `cot` | GSM8K +6.7" in text and "| 1: A-v0 | 0 | 0 |" in text
     assert "| (a) | integrated | not measured |" in text and "(c) Generalisation" in text
     assert claims_markdown("x", "react", {}, {}, rows, short_env, diff_text) == []
+
+
+def _episodes(env_id, rewards):
+    return [{"env_id": env_id, "task_id": f"t{i}", "seed": 0, "reward": r}
+            for i, r in enumerate(rewards)]
+
+
+def test_seeds_compare_task_by_task_averaged_over_shared_seeds():
+    env = "lumos/A-v0"
+    # tasks 0-5: A ahead by 1 in both seeds; tasks 6-10: B ahead in seed 0, A in seed 1, even
+    # on average; task 11 is missing from seed 1's B, so it is left out
+    a = [_episodes(env, [1] * 6 + [0] * 6), _episodes(env, [1] * 12)]
+    b = [_episodes(env, [0] * 12), _episodes(env, [0] * 6 + [1] * 5)]
+    c = compare_seeds(a, b)
+    assert c.seeds == 2 and c.tasks == 11
+    assert c.envs[env].diff == pytest.approx((6 * 1.0 + 5 * 0.0) / 11)
+    assert c.envs[env].ci95[0] > 0 and c.suite.diff == pytest.approx(c.envs[env].diff)
+    with pytest.raises(ValueError, match="same seeds"):
+        compare_seeds(a, b[:1])
+
+
+def test_seed_groups_compare_with_the_reference_group_over_shared_seeds():
+    env = "lumos/A-v0"
+    rows = []
+    for seed in (0, 1, 2):
+        lumos = _row(f"lumos-i-s{seed}", "lumos-i", seed, 0.5, {env: 0.5}, data="plan.jsonl")
+        lumos.records = {env: _episodes(env, [1] * 10 + [0] * 10)}
+        other = _row(f"integrated-s{seed}", "integrated", seed, 0.3, {env: 0.3})
+        other.records = {env: _episodes(env, [1] * 4 + [0] * 16)}
+        rows += [lumos, other]
+    rows.append(_row("react", "react", 0, 0.2, {env: 0.2}, data="react.jsonl"))  # one seed
+    ((ref, other, seeds, c),) = pooled_comparisons(seed_groups(rows), "lumos-i-s0")
+    assert (ref, other, seeds, c.tasks) == ("lumos-i", "integrated", [0, 1, 2], 20)
+    assert c.suite.diff == pytest.approx(0.3)
+    text = "\n".join(seeds_markdown(rows, [env], short_env, "lumos-i-s0", diff_text))
+    assert "| lumos-i minus integrated | 0, 1, 2 | 20 | +0.300 [" in text
+    assert "averaged over the seeds" in text
+    assert "minus" not in "\n".join(seeds_markdown(rows, [env], short_env))  # no reference
+    assert pooled_comparisons(seed_groups(rows), "nobody") == []
 
 
 def test_the_rendered_board_carries_cards_and_seeds(tmp_path):

@@ -20,11 +20,12 @@ renderer can use them without this module importing it.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from lumos_gym.leaderboard.stats import PairedDiff, SeedComparison, compare_seeds
 from lumos_gym.text import markdown_table
 
 #: The card fields that must agree for two rows to be seeds of one agent.
@@ -37,6 +38,7 @@ class Row(Protocol):
     name: str
     cells: Mapping[str, Any]
     score: Mapping[str, Any]
+    records: Mapping[str, Sequence[Mapping[str, Any]]]
 
     @property
     def run(self) -> dict[str, Any]: ...  # noqa: D102 - the row's run.json
@@ -195,8 +197,23 @@ SEEDS_NOTE = (
 )
 
 
-def seeds_markdown(rows: Sequence[Row], envs: Sequence[str], short: Any) -> list[str]:
-    """The Markdown section of the seed groups (none without groups)."""
+POOLED_NOTE = (
+    "Each agent against the reference agent over the training seeds both have: episodes pair by "
+    "task and training seed, each task's rewards are averaged over the seeds, and the "
+    "differences of those averages get a paired bootstrap interval over tasks (`*`: it "
+    "excludes 0), so a difference here holds over the seeds, not for one training run."
+)
+
+
+def seeds_markdown(
+    rows: Sequence[Row], envs: Sequence[str], short: Any,
+    reference: str | None = None, diff_text: Callable[[PairedDiff], str] | None = None,
+) -> list[str]:
+    """The Markdown section of the seed groups (none without groups).
+
+    With a ``reference`` row and a ``diff_text`` formatter, each other group is also compared
+    with the reference's group over their shared seeds (:func:`pooled_comparisons`).
+    """
     groups = seed_groups(rows)
     if not groups:
         return []
@@ -207,7 +224,56 @@ def seeds_markdown(rows: Sequence[Row], envs: Sequence[str], short: Any) -> list
         cells = [_spread_text(spread.get(key)) for key in ("suite", *envs)]
         table.append([group.agent, ", ".join(r.name for r in group.rows),
                       ", ".join(map(str, group.seeds)), *cells])
-    return ["", "## Training seeds", "", SEEDS_NOTE, "", *markdown_table(headers, table)]
+    lines = ["", "## Training seeds", "", SEEDS_NOTE, "", *markdown_table(headers, table)]
+    pooled = pooled_comparisons(groups, reference) if reference and diff_text else []
+    if pooled:
+        table = [
+            [f"{ref} minus {other}", ", ".join(map(str, seeds)), c.tasks,
+             diff_text(c.suite), *[diff_text(c.envs[e]) if e in c.envs else "-" for e in envs]]
+            for ref, other, seeds, c in pooled
+        ]
+        headers = ["agents", "seeds", "tasks", "suite score", *[short(e) for e in envs]]
+        lines += ["", POOLED_NOTE, "", *markdown_table(headers, table)]
+    return lines
+
+
+def _by_seed(group: SeedGroup) -> dict[int, Row]:
+    """Seed → the group's row trained with that one seed (rows of several seeds left out)."""
+    out: dict[int, Row] = {}
+    for row in group.rows:
+        seeds = training_seeds(row.run)
+        if len(seeds) == 1:
+            out.setdefault(seeds[0], row)
+    return out
+
+
+def pooled_comparisons(
+    groups: Sequence[SeedGroup], reference: str
+) -> list[tuple[str, str, list[int], SeedComparison]]:
+    """(reference agent, other agent, shared seeds, comparison) for each other seed group.
+
+    The reference group is the one holding the row named ``reference``; a group sharing
+    fewer than two seeds with it is left out.
+    """
+    home = next((g for g in groups if any(r.name == reference for r in g.rows)), None)
+    if home is None:
+        return []
+    mine = _by_seed(home)
+    out = []
+    for group in groups:
+        theirs = _by_seed(group)
+        shared = sorted(set(mine) & set(theirs))
+        if group is home or len(shared) < 2:
+            continue
+        comparison = compare_seeds(
+            [_records(mine[s]) for s in shared], [_records(theirs[s]) for s in shared]
+        )
+        out.append((home.agent, group.agent, shared, comparison))
+    return out
+
+
+def _records(row: Row) -> list[Mapping[str, Any]]:
+    return [r for records in row.records.values() for r in records]
 
 
 def _spread_text(spread: Spread | None) -> str:

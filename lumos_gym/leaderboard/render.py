@@ -591,7 +591,7 @@ def render_markdown(board: Board) -> str:
     lines += markdown_table(headers, rows, align="r")
     lines += paired_markdown(board)
     lines += _claims_md(board)
-    lines += seeds_markdown(board.entries, board.envs, short_env)
+    lines += _seeds_md(board)
     lines += _attribution_md(board)
     reported = board.reported
     names = [d["name"] for d in reported.datasets]
@@ -1023,7 +1023,7 @@ def render_html(board: Board, out: Path, *, trajectories: bool = True) -> list[P
         f'</tr></thead><tbody>{"".join(rows)}</tbody></table></div>'
         + paired_html(board)
         + markdown_section_html(_claims_md(board))
-        + markdown_section_html(seeds_markdown(board.entries, board.envs, short_env))
+        + markdown_section_html(_seeds_md(board))
         + _attribution_html(board, out, links=trajectories)
         + "<h2>Reported (Lumos paper)</h2>"
         f'<p class="note">Never ranked. {_e(board.reported.note)} '
@@ -1296,6 +1296,12 @@ def paired_markdown(board: Board) -> list[str]:
             f"Each cell: the row's primary metric minus `{name}`'s, `difference [95% interval] "
             f"p`; \\* marks a difference whose interval excludes 0. {PAIRED_NOTE}", "",
             *markdown_table(headers, rows, align="r")]
+
+
+def _seeds_md(board: Board) -> list[str]:
+    """The training seeds' spread, and each agent against the reference's over shared seeds."""
+    reference = board.paired.reference.name if board.paired is not None else None
+    return seeds_markdown(board.entries, board.envs, short_env, reference, diff_text)
 
 
 def _claims_md(board: Board) -> list[str]:

@@ -24,6 +24,11 @@ mean over envs of the envs' differences; its interval resamples the paired diffe
 each env (one generator, envs in sorted order) and averages the envs' resampled means; its
 test is the sign-flip test of that weighted mean (each env's pairs weighing ``1 / (envs *
 pairs of the env)``). Only envs where both runs have paired episodes count.
+
+Two agents each trained with several seeds compare over the seeds they share
+(:func:`compare_seeds`): episodes pair by task and training seed, each task's values are
+averaged over the seeds, and the tasks' averages are compared as above, so the interval
+resamples tasks (the unit both seeds share) and holds the seeds' spread inside each task.
 """
 
 from __future__ import annotations
@@ -374,6 +379,57 @@ def compare_records(
     )
 
 
+@dataclass
+class SeedComparison:
+    """Two agents compared over their shared training seeds (A minus B), task by task.
+
+    Attributes:
+        seeds: how many training seeds were paired.
+        envs: env id → the difference of the seed-averaged primary metric.
+        suite: the difference of suite scores.
+        tasks: the tasks paired in every seed (those missing from one seed are left out).
+    """
+
+    seeds: int
+    envs: dict[str, PairedDiff]
+    suite: PairedDiff
+    tasks: int
+
+
+def compare_seeds(
+    runs_a: Sequence[Iterable[Mapping[str, Any]]], runs_b: Sequence[Iterable[Mapping[str, Any]]]
+) -> SeedComparison:
+    """Compare two agents over training seeds: ``runs_a[i]`` and ``runs_b[i]`` share seed i.
+
+    Each seed's two runs pair by :func:`pair_key`; a task paired in every seed contributes the
+    mean over seeds of each agent's primary metric, and those means compare by env and for
+    the suite (:func:`paired_difference`, :func:`suite_difference`).
+    """
+    if len(runs_a) != len(runs_b) or not runs_a:
+        raise ValueError(f"need the same seeds on both sides, got {len(runs_a)} and {len(runs_b)}")
+    primary = Metric("reward")
+    sums: dict[tuple[str, str], list[float]] = {}
+    seen: dict[tuple[str, str], int] = {}
+    for a, b in zip(runs_a, runs_b, strict=True):
+        for env_id, pairs in pair_records(a, b).pairs.items():
+            for key, x, y in pairs:
+                total = sums.setdefault((env_id, key), [0.0, 0.0])
+                total[0] += metric_values(x, primary)
+                total[1] += metric_values(y, primary)
+                seen[(env_id, key)] = seen.get((env_id, key), 0) + 1
+    n = len(runs_a)
+    by_env: dict[str, tuple[list[float], list[float]]] = {}
+    for (env_id, _key), (sa, sb) in sorted(sums.items()):
+        if seen[(env_id, _key)] == n:
+            values = by_env.setdefault(env_id, ([], []))
+            values[0].append(sa / n)
+            values[1].append(sb / n)
+    return SeedComparison(
+        n, {e: paired_difference(*v) for e, v in by_env.items()}, suite_difference(by_env),
+        sum(len(v[0]) for v in by_env.values()),
+    )
+
+
 __all__ = [
     "Comparison",
     "EXACT_FLIPS",
@@ -387,7 +443,9 @@ __all__ = [
     "Pairing",
     "SIGN_FLIP",
     "SIGN_FLIP_EXACT",
+    "SeedComparison",
     "compare_records",
+    "compare_seeds",
     "mcnemar_exact",
     "pair_key",
     "pair_records",
