@@ -102,3 +102,71 @@ def test_evaluate_record_tokens_writes_each_calls_tokens_beside_the_episodes(tmp
     assert main(["evaluate", *MATH, "-k", "split=train", "--model", str(tiny), "--limit", "1",
                  "--out", str(plain)]) == 0
     assert not (plain / "tokens.jsonl").exists()
+
+
+# ----------------------------------------------------------------------- expert iteration
+def _answers_of(records: list[dict]) -> dict[str, str]:
+    """Every prompt a Lumos agent sends for these exported conversations → the record's answer."""
+    from lumos_gym import prompts
+
+    answers = {}
+    for record in records:
+        messages = record["messages"]
+        for i, message in enumerate(messages):
+            if message["role"] == "assistant":
+                answers[prompts.render_inference(messages[:i])] = message["content"]
+    return answers
+
+
+@pytest.mark.full
+def test_an_expert_iteration_round_exports_the_good_episodes_and_trains_on_them(
+    tmp_path, tiny, capsys
+):
+    from conftest import ScriptedBackend
+
+    from lumos_gym.conversion.annotation import read_annotations
+    from lumos_gym.conversion.exports import export_records
+    from lumos_gym.conversion.pipeline import convert_env
+    from lumos_gym.leaderboard.evaluate import RunConfig, evaluate
+
+    env = ("lumos/MathWord-v0", {"split": "train", "num_tasks": 4, "levels": [1]})
+    convert_env(env[0], out=tmp_path / "gold.jsonl", env_kwargs=env[1])
+    gold = list(read_annotations(tmp_path / "gold.jsonl"))
+    assert len(gold) == 4
+    exported = {fmt: list(export_records(gold, fmt))
+                for fmt in ("plan-iterative", "ground-iterative")}
+    # the "sampled" modules: right on three tasks, a wrong action on the last one
+    answers = _answers_of(exported["plan-iterative"] + exported["ground-iterative"])
+    wrong = gold[-1].task
+
+    def module(request):
+        text = answers.get(request.prompt, "Subgoal 1: give up.")
+        return text.replace("Calculator(", "Calculator(1+") if wrong in request.prompt else text
+
+    backends = {role: ScriptedBackend(module) for role in ("planner", "grounder")}
+    results = tmp_path / "samples"
+    evaluate(RunConfig("lumos-i", envs=[env[0]], env_kwargs=env[1], backends=backends,
+                       out=results, progress=False))
+    out = tmp_path / "data"
+    assert main(["export", "--from-results", str(results), "--min-reward", "1",
+                 "--out", str(out)]) == 0
+    assert "4 episodes, 1 below the reward" in capsys.readouterr().out
+    for fmt, records in exported.items():
+        kept = [json.loads(line)["messages"] for line in (out / f"{fmt}.jsonl").open()]
+        # what the good episodes did is what the converted annotations say, byte for byte
+        assert kept == [r["messages"] for r in records[:3]]
+    assert all((out / f"{fmt}.jsonl").stat().st_size for fmt in ("integrated", "react", "cot"))
+    report = json.loads((out / "export.json").read_text())
+    assert report["annotations"] == 3 and report["sources"][0]["agent"] == "lumos-i"
+
+    # the planner continues from its adapter on the kept records
+    common = ["--base-model", str(tiny), "--max-steps", "2", "--max-length", "1024",
+              "--batch-size", "2", "--eval-fraction", "0", "--report-to", "none",
+              "--device", "cpu", "--threads", "1"]
+    first, second = tmp_path / "planner-0", tmp_path / "planner-1"
+    data = str(out / "plan-iterative.jsonl")
+    assert main(["train", "--data", data, "--out", str(first), *common]) == 0
+    assert main(["train", "--data", data, "--out", str(second), "--init-adapter", str(first),
+                 *common]) == 0
+    saved = json.loads((second / "lumos_train_config.json").read_text())
+    assert saved["init_adapter"] == str(first)
