@@ -170,3 +170,82 @@ def test_an_expert_iteration_round_exports_the_good_episodes_and_trains_on_them(
                  *common]) == 0
     saved = json.loads((second / "lumos_train_config.json").read_text())
     assert saved["init_adapter"] == str(first)
+
+
+# ----------------------------------------------------------------------------------- GRPO
+def test_group_advantages_are_relative_to_the_group():
+    from lumos_gym.training.grpo import group_advantages
+
+    assert group_advantages([1.0, 1.0, 1.0]) == [0.0, 0.0, 0.0]
+    assert group_advantages([1.0, 0.0], scale=False) == [0.5, -0.5]
+    scaled = group_advantages([1.0, 0.0, 0.0, 0.0])
+    assert scaled[0] > 0 > scaled[1] and abs(sum(scaled)) < 1e-9
+
+
+def test_the_grpo_loss_raises_the_logprob_of_a_better_than_average_completion():
+    from lumos_gym.training.grpo import grpo_token_loss
+
+    logp = torch.tensor([[-1.0, -2.0], [-1.0, -2.0]], requires_grad=True)
+    loss, kl = grpo_token_loss(logp, logp.detach(), torch.tensor([1.0, -1.0]),
+                               torch.tensor([[1.0, 1.0], [1.0, 0.0]]), beta=0.1)
+    loss.sum().backward()
+    assert (logp.grad[0] < 0).all() and logp.grad[1, 0] > 0 and logp.grad[1, 1] == 0
+    assert kl.abs().sum() == 0  # no divergence from an identical reference
+
+
+def _start_adapter(tiny, folder, seed):
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    torch.manual_seed(seed)
+    model = AutoModelForCausalLM.from_pretrained(tiny)
+    lora = LoraConfig(r=4, lora_alpha=8, target_modules="all-linear", task_type="CAUSAL_LM",
+                      init_lora_weights=False)  # random B: the adapter changes the model
+    get_peft_model(model, lora).save_pretrained(folder)
+    return str(folder)
+
+
+def _lora_weights(folder):
+    from safetensors.torch import load_file
+
+    return load_file(f"{folder}/adapter_model.safetensors")
+
+
+@pytest.mark.full
+def test_a_tiny_grpo_run_trains_both_modules_checkpoints_and_resumes(tmp_path, tiny, monkeypatch):
+    from lumos_gym.training import grpo as grpo_module
+
+    # a random model never solves a task; reward the episodes by the spaces the modules wrote,
+    # which vary between samples, so that every group teaches something
+    monkeypatch.setattr(grpo_module, "episode_reward", lambda record, penalty=0.0: float(
+        sum(turn.get("output", "").count(" ") for turn in record.turns)))
+    adapters = {role: _start_adapter(tiny, tmp_path / f"start-{role}", n)
+                for n, role in enumerate(("planner", "grounder"))}
+    settings = dict(adapters=adapters, out=str(tmp_path / "grpo"), steps=2, tasks_per_step=2,
+                    group_size=3, max_new_tokens=6, max_rounds=1, micro_batch=2, lr=1e-2,
+                    save_steps=1, device="cpu", batch_size=6,
+                    envs=[("lumos/MathWord-v0", {"split": "train", "num_tasks": 3,
+                                                 "levels": [1]})])
+    report = grpo_module.grpo(grpo_module.grpo_config("cpu-small", **settings))
+    out = tmp_path / "grpo"
+    assert [h["step"] for h in report["history"]] == [1, 2]
+    assert all(h["samples"] > 0 and h["tokens"] > 0 for h in report["history"]), report["history"]
+    assert report["history"][1]["kl"] > 0  # the second step's policy has left the reference
+    assert report["sampled_tokens"] > 0 and report["device"] == "cpu"
+    for role, start in adapters.items():
+        before, after = _lora_weights(start), _lora_weights(out / role)
+        assert before.keys() == after.keys()
+        assert any(not torch.equal(before[k], after[k]) for k in before)
+        assert json.loads((out / role / "adapter_config.json").read_text())[
+            "base_model_name_or_path"] == str(tiny)
+        assert (out / "checkpoint-2" / role / "adapter_model.safetensors").is_file()
+    with pytest.raises(grpo_module.TrainingError, match="--resume"):
+        grpo_module.grpo(grpo_module.grpo_config("cpu-small", **settings))
+    again = grpo_module.grpo(grpo_module.grpo_config("cpu-small", **{**settings, "steps": 3},
+                                                     resume=True))
+    assert [h["step"] for h in again["history"]] == [1, 2, 3]
+    assert again["resumed_from_step"] == 2
+    # the trained modules play through evaluate as any adapter does
+    assert main(["evaluate", *MATH, "-k", "split=test", "--limit", "1", "--out",
+                 str(tmp_path / "eval"), "--planner", str(out / "planner"), "--grounder",
+                 str(out / "grounder")]) == 0
