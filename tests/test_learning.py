@@ -249,3 +249,22 @@ def test_a_tiny_grpo_run_trains_both_modules_checkpoints_and_resumes(tmp_path, t
     assert main(["evaluate", *MATH, "-k", "split=test", "--limit", "1", "--out",
                  str(tmp_path / "eval"), "--planner", str(out / "planner"), "--grounder",
                  str(out / "grounder")]) == 0
+
+
+@pytest.mark.full
+def test_the_improve_and_grpo_verbs_run_on_the_tiny_model(tmp_path, tiny, capsys):
+    adapters = [f"--{role}={_start_adapter(tiny, tmp_path / role, n)}"
+                for n, role in enumerate(("planner", "grounder"))]
+    env = "MathWord-v0:split=train,num_tasks=2,levels=[1,2]"
+    common = [*adapters, "--train-env", env, "--limit", "1", "--max-new-tokens", "6",
+              "--max-rounds", "1", "--device", "cpu"]
+    assert main(["grpo", *common, "--out", str(tmp_path / "grpo"), "--recipe", "cpu-small",
+                 "--steps", "1", "--tasks-per-step", "1", "--group-size", "2"]) == 0
+    assert "adapters: planner=" in capsys.readouterr().out
+    # a random model keeps no episode: improve samples, exports and says so
+    code = main(["improve", *common, "--out", str(tmp_path / "ei"), "--val-env",
+                 "MathWord-v0:split=test,num_tasks=1,levels=[1]", "--rounds", "1",
+                 "--samples", "2"])
+    assert code == 2 and "no plan-iterative record was kept" in capsys.readouterr().err
+    report = json.loads((tmp_path / "ei" / "round-1" / "data" / "export.json").read_text())
+    assert report["episodes"] == 2 and report["annotations"] == 0

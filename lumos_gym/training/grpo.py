@@ -51,6 +51,7 @@ from lumos_gym.agents.tokens import expand_calls
 from lumos_gym.jsonl import write_json_atomic
 from lumos_gym.models.sources import adapter_base_name
 from lumos_gym.training.config import TrainingError
+from lumos_gym.training.trainer import name_adapter_base
 
 logger = logging.getLogger(__name__)
 
@@ -367,8 +368,6 @@ def update(config: GRPOConfig, policy: Policy, optimizer: Any, samples: Sequence
 
 def save_adapters(policy: Policy, folder: Path) -> None:
     """Write each role's adapter to ``folder/<role>/`` (its base named as the run's)."""
-    from lumos_gym.training.trainer import name_adapter_base
-
     for role in policy.roles:
         staging = folder / f".{role}-staging"
         policy.model.save_pretrained(str(staging), selected_adapters=[role])
