@@ -29,15 +29,22 @@ import time
 import traceback
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import gymnasium as gym
 
 from lumos_gym.agents.base import Act, Agent, Ask, EpisodeLogic, Note, StepOutcome
+from lumos_gym.agents.tokens import compact_calls
 from lumos_gym.envs.base import observation_text
 from lumos_gym.envs.replay import step_env
-from lumos_gym.models.base import Backend, Completion, GenerationSession, QueuedSession
+from lumos_gym.models.base import (
+    Backend,
+    Completion,
+    GenerationSession,
+    QueuedSession,
+    TokenTrace,
+)
 
 #: The fixed taxonomy of episode statuses.
 STATUSES = (
@@ -69,7 +76,12 @@ class EpisodeSpec:
 
 @dataclass
 class EpisodeRecord:
-    """Everything about one finished episode (one JSON line in a results file)."""
+    """Everything about one finished episode (one JSON line in a results file).
+
+    ``tokens`` holds, when the runner records tokens, the compact token entry of each module
+    call (:mod:`lumos_gym.agents.tokens`); it is not part of :meth:`to_dict` (results keep
+    it in a file of its own).
+    """
 
     env_id: str
     task_id: str
@@ -93,10 +105,13 @@ class EpisodeRecord:
     tool_s: float = 0.0
     model_s: float = 0.0
     turns: list[dict[str, Any]] = field(default_factory=list)
+    tokens: list[dict[str, Any]] | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        """Return the record as plain JSON-ready data."""
-        return asdict(self)
+        """Return the record as plain JSON-ready data (``tokens`` left out)."""
+        data = asdict(self)
+        del data["tokens"]
+        return data
 
 
 @dataclass
@@ -112,6 +127,7 @@ class _Running:
     in_flight: bool = False  # ``pending`` was submitted to its backend's session
     invalid_streak: int = 0
     done: bool = False
+    calls: list[tuple[int, str, TokenTrace]] = field(default_factory=list)  # record_tokens
 
 
 @dataclass(eq=False)
@@ -160,6 +176,9 @@ class Runner:
         max_invalid_actions: end an episode after this many invalid actions in a row.
         wall_timeout: seconds an episode may run before it ends with ``step-limit``.
         keep_prompts: store every prompt in the turns of the record (large).
+        record_tokens: ask every backend for the token ids and log-probabilities of each call
+            and keep them in the record's ``tokens`` (:mod:`lumos_gym.agents.tokens`); a
+            backend that cannot give them leaves its calls out.
         continuous: use each backend's own session (continuous batching where the backend
             has it); False sends each turn's asks of a backend as one ``generate`` call.
 
@@ -178,6 +197,7 @@ class Runner:
         max_invalid_actions: int = 5,
         wall_timeout: float | None = None,
         keep_prompts: bool = False,
+        record_tokens: bool = False,
         continuous: bool = True,
     ) -> None:
         missing = [role for role in agent.roles if role not in backends]
@@ -191,6 +211,7 @@ class Runner:
         self.max_invalid_actions = max_invalid_actions
         self.wall_timeout = wall_timeout
         self.keep_prompts = keep_prompts
+        self.record_tokens = record_tokens
         self.continuous = continuous
 
     # ------------------------------------------------------------------------------ the loop
@@ -220,6 +241,8 @@ class Runner:
             record.wall_s = round(time.monotonic() - episode.started, 3)
             record.env_s, record.tool_s = round(record.env_s, 6), round(record.tool_s, 6)
             record.model_s = round(record.model_s, 6)
+            if self.record_tokens:
+                record.tokens = compact_calls(episode.calls)
             if episode.env is not None:
                 pool.release(episode.spec, episode.env)
             records.append(episode.record)
@@ -283,9 +306,10 @@ class Runner:
             if batch is None:
                 session = backend.open_session() if self.continuous else QueuedSession(backend)
                 batch = batches[id(backend)] = _Batch(session)
+            request = replace(ask.request, logprobs=True) if self.record_tokens else ask.request
             started = time.perf_counter()
             try:
-                key = batch.session.submit(ask.request)
+                key = batch.session.submit(request)
             except Exception as e:  # a request the backend refuses fails its episode only
                 error = Completion("", "error", error=_error_text(e))
                 episode.record.model_s += time.perf_counter() - started
@@ -333,6 +357,8 @@ class Runner:
         turn: dict[str, Any] = {"role": ask.role, "output": completion.text}
         if self.keep_prompts:
             turn["prompt"] = ask.request.prompt or list(ask.request.messages or ())
+        if completion.tokens is not None and self.record_tokens:
+            episode.calls.append((len(record.turns), ask.role, completion.tokens))
         record.turns.append(turn)
         if completion.stop_reason == "error":
             error = completion.error or "backend error"

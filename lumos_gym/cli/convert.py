@@ -6,6 +6,8 @@ import argparse
 
 from lumos_gym.cli.args import parse_kwargs
 from lumos_gym.conversion.pipeline import convert_env, export_files
+from lumos_gym.errors import LumosGymError
+from lumos_gym.workflows.improve import export_from_results
 
 
 def add_convert(sub: argparse._SubParsersAction) -> None:
@@ -37,12 +39,18 @@ def cmd_convert(args: argparse.Namespace) -> int:
 
 def add_export(sub: argparse._SubParsersAction) -> None:
     """Add the ``export`` verb."""
-    p = sub.add_parser("export", help="export annotations as training records")
-    p.add_argument("inputs", nargs="+", help="annotation JSONL files")
-    p.add_argument("--format", required=True,
+    p = sub.add_parser("export", help="export annotations (or good episodes) as training records")
+    p.add_argument("inputs", nargs="*", help="annotation JSONL files")
+    p.add_argument("--format", default=None,
                    help="plan-iterative, ground-iterative, plan-onetime, ground-onetime, "
-                   "integrated, react, cot or direct")
-    p.add_argument("--out", required=True, help="JSONL file of training records")
+                   "integrated, react, cot or direct (with --from-results: only this one)")
+    p.add_argument("--from-results", action="append", default=[], metavar="RESULTS",
+                   help="a results folder of sampled episodes (repeatable): its episodes that "
+                   "reach --min-reward become records of every format, in the folder --out")
+    p.add_argument("--min-reward", type=float, default=1.0,
+                   help="with --from-results: the least reward of a kept episode (default 1)")
+    p.add_argument("--out", required=True,
+                   help="JSONL file of training records (a folder with --from-results)")
     p.add_argument("--dataset", default=None,
                    help="records' dataset name and id prefix ('unified' mixes domains)")
     p.add_argument("--hf-dir", default=None, help="also save a Hugging Face datasets folder")
@@ -50,7 +58,19 @@ def add_export(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    """Export annotation files as training records of one format."""
+    """Export annotation files as training records of one format, or episodes as records."""
+    if args.from_results:
+        report = export_from_results(args.from_results + args.inputs, args.out,
+                                     min_reward=args.min_reward,
+                                     formats=[args.format] if args.format else None)
+        print(f"{report['episodes']} episodes, {report['below_min_reward']} below the reward, "
+              f"{sum(report['rejected'].values())} rejected {report['rejected']}, "
+              f"{report['duplicates']} duplicates: {report['annotations']} annotations")
+        print(f"records in {args.out}: " + ", ".join(f"{fmt} {n}" for fmt, n in
+                                                     report["records"].items()))
+        return 0
+    if not args.inputs or not args.format:
+        raise LumosGymError("give annotation files and --format, or --from-results RESULTS")
     summary = export_files(args.inputs, args.format, args.out, dataset=args.dataset,
                            hf_dir=args.hf_dir)
     print(summary.format())

@@ -110,6 +110,9 @@ def _add_run_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--worker-gpus", type=nonnegative_float, default=0.0,
                    help="GPUs per Ray actor (each hf/vllm actor loads its own model copy)")
     p.add_argument("--keep-prompts", action="store_true", help="store prompts in the records")
+    p.add_argument("--record-tokens", action="store_true",
+                   help="also write tokens.jsonl: each model call's prompt and completion token "
+                   "ids and log-probabilities (hf, openvino; a server that returns them)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     add_format(p, "the summary (the progress stays on stderr)")
 
@@ -192,6 +195,6 @@ def run_evaluate(
         env_kwargs=parse_kwargs(args.kwarg), models=models, agent_config=config,
         seed=args.seed, shard=args.shard, out=args.out, resume=args.resume, ray=args.ray,
         workers=args.workers, worker_gpus=args.worker_gpus, wall_timeout=args.wall_timeout,
-        keep_prompts=args.keep_prompts, progress=not args.no_progress,
-        argv=sys.argv[1:],
+        keep_prompts=args.keep_prompts, record_tokens=args.record_tokens,
+        progress=not args.no_progress, argv=sys.argv[1:],
     ))

@@ -23,6 +23,7 @@ from typing import Any
 from lumos_gym.agents import make_agent
 from lumos_gym.agents.base import Agent, AgentConfig
 from lumos_gym.agents.runner import EpisodeRecord, EpisodeSpec, Runner
+from lumos_gym.agents.tokens import TOKENS_FILE
 from lumos_gym.errors import EvaluationError
 from lumos_gym.jsonl import folder_problem, write_json_atomic
 from lumos_gym.leaderboard.backends import agent_backends
@@ -35,7 +36,12 @@ from lumos_gym.leaderboard.folders import (
     point_latest,
     run_label,
 )
-from lumos_gym.leaderboard.output import ResultsFile, check_existing, check_resumable
+from lumos_gym.leaderboard.output import (
+    ResultsFile,
+    TokensFile,
+    check_existing,
+    check_resumable,
+)
 from lumos_gym.leaderboard.plan import EpisodePlan, parse_shard, plan_episodes
 from lumos_gym.leaderboard.provenance import fingerprint, model_args, provenance
 from lumos_gym.leaderboard.results import (  # noqa: F401  (mean_se: workflows.reproduce's)
@@ -92,6 +98,9 @@ class RunConfig:
         max_invalid_actions: end an episode after this many invalid actions in a row.
         wall_timeout: seconds an episode may take.
         keep_prompts: store every prompt in the episode records.
+        record_tokens: also write ``tokens.jsonl``: each module call's prompt and completion
+            token ids and log-probabilities (:mod:`lumos_gym.agents.tokens`), for training on
+            the episodes; ``episodes.jsonl`` is unchanged.
         progress: show a progress bar.
         argv: the command line, recorded for provenance.
         provenance: more entries for ``run.json`` (and the summary's provenance), e.g. the
@@ -121,6 +130,7 @@ class RunConfig:
     max_invalid_actions: int = 5
     wall_timeout: float | None = None
     keep_prompts: bool = False
+    record_tokens: bool = False
     progress: bool = True
     argv: Sequence[str] | None = None
     provenance: Mapping[str, Any] | None = None
@@ -139,7 +149,7 @@ class RunConfig:
         return {
             "max_in_flight": self.models.batch_size if self.models else 8,
             "max_invalid_actions": self.max_invalid_actions, "wall_timeout": self.wall_timeout,
-            "keep_prompts": self.keep_prompts,
+            "keep_prompts": self.keep_prompts, "record_tokens": self.record_tokens,
         }
 
 
@@ -179,18 +189,20 @@ def evaluate(config: RunConfig) -> EvaluationResult:
     if problem:  # before any model loads
         raise EvaluationError(f"cannot write the results to {out_dir}: {problem}")
     results = ResultsFile(out_dir / "episodes.jsonl")
+    tokens = TokensFile(out_dir / TOKENS_FILE) if config.record_tokens else None
     if results.done:
         check_existing(out_dir, results.done, plan.by_key, agent, config.resume)
     todo = [plan.by_key[k] for k in plan.selected if k not in results.done]
     resumed = len(plan.selected) - len(todo)
-    with contextlib.closing(results), _Executor(agent, config, len(todo)) as executor:
+    with contextlib.closing(results), _closing(tokens), \
+            _Executor(agent, config, len(todo)) as executor:
         run = _start_run(out_dir, executor, chosen, plan, _extra_provenance(config, agent))
         if new_default:
             point_latest(out_dir)
         if resumed:
             print(f"resuming: {resumed} of {len(plan.selected)} episodes already in "
                   f"{results.path}")
-        executor.run(todo, _recorder(results, plan.kinds(), plan.groups()),
+        executor.run(todo, _recorder(results, plan.kinds(), plan.groups(), tokens),
                      progress=config.progress)
     records = [results.done[k] for k in plan.selected if k in results.done]
     summary = summarize(records)
@@ -340,18 +352,26 @@ def _earlier_sessions(out_dir: Path) -> list[dict[str, Any]]:
     return sessions
 
 
+def _closing(file: TokensFile | None) -> contextlib.AbstractContextManager[Any]:
+    return contextlib.closing(file) if file is not None else contextlib.nullcontext()
+
+
 def _recorder(
     results: ResultsFile, kinds: Mapping[str, tuple[Any, Any]],
     groups: Mapping[str, Mapping[str, str]] | None = None,
+    tokens: TokensFile | None = None,
 ) -> Callable[[EpisodeRecord], None]:
     """Return the callback that appends each finished episode to ``results``, with its key.
 
     Episodes of an env whose tasks have levels or families (``groups``: env id → task id →
-    group) also get their task's ``group``, which the summary tables by.
+    group) also get their task's ``group``, which the summary tables by. With ``tokens``, an
+    episode's call entries go there first, so every episode in ``results`` has its tokens.
     """
 
     def on_record(record: EpisodeRecord) -> None:
         key = episode_key(record.env_id, record.env_kwargs, record.task_id, record.seed)
+        if tokens is not None:
+            tokens.append({"key": key, "calls": record.tokens or []})
         task_type, primary = kinds.get(record.env_id, (None, None))
         row = {"key": key, **record.to_dict(), "task_type": task_type,
                "primary_metric": primary}

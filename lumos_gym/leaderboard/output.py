@@ -69,6 +69,32 @@ class ResultsFile:
             self._file = None
 
 
+class TokensFile:
+    """The append-only token sidecar of a run (``tokens.jsonl``, :mod:`lumos_gym.agents.tokens`).
+
+    One line per episode, flushed and fsynced as :class:`ResultsFile` does; a torn last line
+    is cut on opening. A resumed run appends the episodes it plays.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        drop_partial_line(path)
+        self._file: Any = None
+
+    def append(self, row: Mapping[str, Any]) -> None:
+        """Write one episode's call entries durably."""
+        if self._file is None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._file = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 (close())
+        append_jsonl(self._file, row)
+
+    def close(self) -> None:
+        """Close the file."""
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+
 def check_existing(
     out_dir: Path, done: Mapping[str, Any], plan: Mapping[str, Any], agent: Agent, resume: bool
 ) -> None:

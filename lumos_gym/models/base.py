@@ -35,6 +35,9 @@ class GenerationRequest:
         max_new_tokens: the generation budget.
         temperature: 0 means greedy decoding.
         seed: the sampling seed (recorded even when decoding is greedy).
+        logprobs: also return the token ids of the prompt and the completion and each
+            completion token's log-probability (:class:`TokenTrace`), where the backend can;
+            one that cannot leaves ``Completion.tokens`` at ``None``.
     """
 
     prompt: str | None = None
@@ -43,12 +46,44 @@ class GenerationRequest:
     max_new_tokens: int = 256
     temperature: float = 0.0
     seed: int = 0
+    logprobs: bool = False
 
     def __post_init__(self) -> None:
         if (self.prompt is None) == (self.messages is None):
             raise ValueError("set exactly one of prompt and messages")
         if self.max_new_tokens < 1:
             raise ValueError("max_new_tokens must be at least 1")
+
+
+@dataclass(frozen=True)
+class TokenTrace:
+    """The tokens of one model call, for training on what the model sampled (RL, filtering).
+
+    Attributes:
+        prompt_ids: the prompt's token ids, as the model read them.
+        completion_ids: every token the model generated for the answer, in order, the one that
+            ended it included (an end-of-sequence token, or the last token of a stop string),
+            though ``Completion.text`` shows neither.
+        logprobs: the log-probability of each completion token under the model (its logits at
+            temperature 1, before any sampling setting), one per ``completion_ids``.
+        loss_mask: 1 for a completion token the model chose (trained on), 0 for one it did
+            not (a served backend's forced token); ``None`` when every token is the model's.
+    """
+
+    prompt_ids: tuple[int, ...]
+    completion_ids: tuple[int, ...]
+    logprobs: tuple[float, ...]
+    loss_mask: tuple[int, ...] | None = None
+
+    def __post_init__(self) -> None:
+        if len(self.logprobs) != len(self.completion_ids):
+            raise ValueError("one log-probability per completion token")
+        if self.loss_mask is not None and len(self.loss_mask) != len(self.completion_ids):
+            raise ValueError("one loss-mask entry per completion token")
+
+    def mask(self) -> tuple[int, ...]:
+        """The loss mask of the completion tokens (all ones when ``loss_mask`` is ``None``)."""
+        return self.loss_mask if self.loss_mask is not None else (1,) * len(self.completion_ids)
 
 
 @dataclass(frozen=True)
@@ -63,6 +98,8 @@ class Completion:
         output_tokens: generated tokens.
         model_id: the model that answered.
         error: the error message when ``stop_reason == "error"``.
+        tokens: the call's token ids and log-probabilities, when the request asked for them
+            (``logprobs``) and the backend provides them.
     """
 
     text: str
@@ -71,6 +108,7 @@ class Completion:
     output_tokens: int = 0
     model_id: str = ""
     error: str | None = None
+    tokens: TokenTrace | None = None
 
 
 @dataclass

@@ -8,8 +8,9 @@ wraps any :class:`~lumos_gym.models.base.Backend`, and
 * sends every other request on to the wrapped backend, as one batch in the callers' order;
 * appends each new greedy completion to a JSON-lines file, flushed and fsynced line by line,
   so that a killed run keeps every answer it had received;
-* never caches a sampled request (each call should draw anew) nor an error completion (a
-  transient failure must be retried, not replayed).
+* never caches a sampled request (each call should draw anew), a request for token
+  log-probabilities (the cache keeps text only) nor an error completion (a transient failure
+  must be retried, not replayed).
 
 The same wrapper serves resumable runs (conversion, evaluation) and fast tests.
 """
@@ -115,7 +116,7 @@ class CachingBackend(Backend):
         slots: list[list[int]] = []  # the request positions each pending request answers
         first_pending: dict[str, int] = {}
         for i, request in enumerate(requests):
-            if request.temperature != 0:
+            if request.temperature != 0 or request.logprobs:
                 keys.append(None)
                 pending.append(request)
                 slots.append([i])

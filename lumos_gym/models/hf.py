@@ -55,6 +55,8 @@ try:
         AutoTokenizer,
         DynamicCache,
         GenerationConfig,
+        LogitsProcessor,
+        LogitsProcessorList,
         PreTrainedTokenizerBase,
         StoppingCriteria,
         StoppingCriteriaList,
@@ -74,6 +76,7 @@ from lumos_gym.models.base import (
     Completion,
     GenerationRequest,
     StopReason,
+    TokenTrace,
     cut_at_stop,
 )
 from lumos_gym.models.sources import (  # noqa: F401  (names re-exported from here)
@@ -444,6 +447,40 @@ class StopOnStrings(StoppingCriteria):
 
 
 # -- prefix caching --------------------------------------------------------------------------------
+
+
+class ChosenLogprobs(LogitsProcessor):
+    """Records the log-probability of each token generate picks, at temperature 1.
+
+    transformers runs a custom processor before its sampling warpers (temperature, top-k), so
+    the scores seen here are the model's own logits. Each call keeps one step's
+    log-softmax; the next call (whose ``input_ids`` end with the token picked from it) and
+    :meth:`finish` read the picked token's entry. Only one step's row per sequence is held.
+    """
+
+    def __init__(self) -> None:
+        self.pending: torch.Tensor | None = None
+        self.steps: list[torch.Tensor] = []
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+        """Read the token picked from the last step's row; keep this step's; pass ``scores`` on."""
+        if self.pending is not None:
+            self.steps.append(self._gather(input_ids[:, -1]))
+        self.pending = torch.log_softmax(scores.float(), dim=-1)
+        return scores
+
+    def _gather(self, chosen: torch.Tensor) -> torch.Tensor:
+        assert self.pending is not None
+        return self.pending.gather(1, chosen.to(self.pending.device)[:, None])[:, 0].cpu()
+
+    def finish(self, generated: torch.Tensor) -> list[list[float]]:
+        """Per row, the log-probability of each generated token (``generated``: new ids only)."""
+        if self.pending is not None and generated.shape[1] > len(self.steps):
+            self.steps.append(self._gather(generated[:, len(self.steps)]))
+            self.pending = None
+        if not self.steps:
+            return [[] for _ in range(generated.shape[0])]
+        return torch.stack(self.steps, dim=1).tolist()
 
 
 def common_length(a: Sequence[int], b: Sequence[int]) -> int:
@@ -1027,12 +1064,12 @@ class HFBackend(Backend):
                 )
                 shared.disable_prefix_cache(f"failed: {type(e).__name__}: {e}")
         input_ids, attention_mask = left_pad(rows, shared.pad_id)
-        output, criteria = self._generate_rows(requests, input_ids, attention_mask, None)
+        output, criteria, logprobs = self._generate_rows(requests, input_ids, attention_mask, None)
         width = input_ids.shape[1]
         generated = output[:, width:].tolist()
         return [
-            self._completion(row, new, criteria.stopped_at[i], requests[0].stop)
-            for i, (row, new) in enumerate(zip(rows, generated, strict=True))
+            self._completion(row, new, criteria.stopped_at[i], request, logprobs and logprobs[i])
+            for i, (row, new, request) in enumerate(zip(rows, generated, requests, strict=True))
         ]
 
     def _generate_rows(
@@ -1041,8 +1078,13 @@ class HFBackend(Backend):
         input_ids: torch.Tensor,
         attention_mask: torch.Tensor,
         past: DynamicCache | None,
-    ) -> tuple[torch.Tensor, StopOnStrings]:
-        """Run generate on laid-out rows; return its output and the stop criteria it used."""
+    ) -> tuple[torch.Tensor, StopOnStrings, list[list[float]] | None]:
+        """Run generate on laid-out rows.
+
+        Returns:
+            Its output, the stop criteria it used, and each row's generated tokens'
+            log-probabilities when a request asked for them (``None`` otherwise).
+        """
         shared = self._shared
         first = requests[0]
         criteria = StopOnStrings(
@@ -1052,7 +1094,10 @@ class HFBackend(Backend):
             rows=input_ids.shape[0],
             eos_ids=shared.eos_ids,
         )
-        extra = {} if past is None else {self._cache_keyword(): past}
+        extra: dict[str, Any] = {} if past is None else {self._cache_keyword(): past}
+        chosen = ChosenLogprobs() if any(request.logprobs for request in requests) else None
+        if chosen is not None:
+            extra["logits_processor"] = LogitsProcessorList([chosen])
         seed = batch_seed([request.seed for request in requests])
         with torch.inference_mode(), seeded(seed, shared.device):
             output = shared.model.generate(
@@ -1062,7 +1107,9 @@ class HFBackend(Backend):
                 stopping_criteria=StoppingCriteriaList([criteria]) if criteria.stop else None,
                 **extra,
             )
-        return output, criteria
+        if chosen is None:
+            return output, criteria, None
+        return output, criteria, chosen.finish(output[:, input_ids.shape[1]:])
 
     def _run_prefixed(
         self, requests: Sequence[GenerationRequest], rows: Sequence[list[int]], cache: PrefixCache
@@ -1094,11 +1141,11 @@ class HFBackend(Backend):
         width = input_ids.shape[1]
         with torch.inference_mode():
             past = cache.assemble(paths, max(cached), config)
-        output, criteria = self._generate_rows(requests, input_ids, attention_mask, past)
+        output, criteria, logprobs = self._generate_rows(requests, input_ids, attention_mask, past)
         generated = output[:, width:].tolist()
         completions = [
-            self._completion(row, new, criteria.stopped_at[i], requests[0].stop)
-            for i, (row, new) in enumerate(zip(rows, generated, strict=True))
+            self._completion(row, new, criteria.stopped_at[i], request, logprobs and logprobs[i])
+            for i, (row, new, request) in enumerate(zip(rows, generated, requests, strict=True))
         ]
         fed = past.get_seq_length() - width  # generated tokens that went through the model
         if fed < 0:
@@ -1186,9 +1233,20 @@ class HFBackend(Backend):
         )
 
     def _completion(
-        self, prompt: list[int], generated: list[int], stopped_at: int | None, stop: Sequence[str]
+        self,
+        prompt: list[int],
+        generated: list[int],
+        stopped_at: int | None,
+        request: GenerationRequest,
+        logprobs: list[float] | None = None,
     ) -> Completion:
-        """Turn one row's new tokens into a completion: cut, decoded, counted."""
+        """Turn one row's new tokens into a completion: cut, decoded, counted.
+
+        With ``request.logprobs`` (and the rows' ``logprobs``), the completion also carries
+        its :class:`TokenTrace`: the prompt, the ``output_tokens`` generated ids (the one that
+        ended it included) and their log-probabilities.
+        """
+        stop = request.stop
         eos_ids = self._shared.eos_ids
         if stopped_at is not None:
             count, hit_eos = stopped_at, False
@@ -1199,12 +1257,17 @@ class HFBackend(Backend):
         text, cut = trim_completion(self._decode_continuation(prompt, kept), stop)
         ended = cut or hit_eos or stopped_at is not None
         reason: StopReason = "stop" if ended else "length"
+        trace = None
+        if request.logprobs and logprobs is not None:
+            trace = TokenTrace(tuple(prompt), tuple(generated[:count]),
+                               tuple(logprobs[:count]))
         return Completion(
             text=text,
             stop_reason=reason,
             input_tokens=len(prompt),
             output_tokens=count,
             model_id=self.model_id,
+            tokens=trace,
         )
 
     def _decode_continuation(self, prompt: list[int], generated: list[int]) -> str:

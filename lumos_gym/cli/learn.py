@@ -1,0 +1,116 @@
+"""``lumos-gym improve`` and ``grpo``: modules that learn from the envs' rewards."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+from typing import Any
+
+from lumos_gym.agents.base import AgentConfig
+from lumos_gym.cli.args import parse_kwargs
+from lumos_gym.envs.registration import resolve_env_id
+from lumos_gym.errors import LumosGymError
+from lumos_gym.models.factory import ModelOptions
+from lumos_gym.workflows.improve import ImproveConfig, improve
+
+
+def _env(value: str) -> tuple[str, dict[str, Any]]:
+    """``ENV[:KEY=VALUE,...]``: an env id and its constructor arguments (JSON values)."""
+    env_id, _, rest = value.partition(":")
+    pairs = [p for p in re.split(r",(?=\w+=)", rest) if p]  # levels=[1,2] keeps its comma
+    return resolve_env_id(env_id), parse_kwargs(pairs)
+
+
+def _modules(args: argparse.Namespace) -> dict[str, str]:
+    if args.agent == "integrated":
+        return {"policy": args.policy} if args.policy else {}
+    return {k: v for k, v in (("planner", args.planner), ("grounder", args.grounder)) if v}
+
+
+def _add_common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--agent", default="lumos-i", choices=["lumos-i", "integrated"])
+    p.add_argument("--planner", help="the planner's starting LoRA folder (lumos-i)")
+    p.add_argument("--grounder", help="the grounder's starting LoRA folder (lumos-i)")
+    p.add_argument("--policy", help="the policy's starting LoRA folder (integrated)")
+    p.add_argument("--train-env", action="append", default=[], required=True,
+                   metavar="ENV[:K=V,...]", help="a train-split env, repeatable, e.g. "
+                   "'MathWord-v0:split=train,num_tasks=50'")
+    p.add_argument("--out", required=True, help="the run's folder")
+    p.add_argument("--limit", type=int, default=None, help="tasks per train env")
+    p.add_argument("--temperature", type=float, default=None, help="sampling temperature")
+    p.add_argument("--max-new-tokens", type=int, default=None)
+    p.add_argument("--max-rounds", type=int, default=None)
+    p.add_argument("--device", default="auto")
+
+
+def add_improve(sub: argparse._SubParsersAction) -> None:
+    """Add the ``improve`` verb (expert iteration)."""
+    p = sub.add_parser("improve", help="expert iteration: sample, keep the good episodes, "
+                       "train on them, score on validation; N rounds")
+    _add_common(p)
+    p.add_argument("--val-env", action="append", default=[], required=True,
+                   metavar="ENV[:K=V,...]", help="a validation-split env, repeatable")
+    p.add_argument("--val-limit", type=int, default=None, help="tasks per validation env")
+    p.add_argument("--rounds", type=int, default=2)
+    p.add_argument("--samples", type=int, default=4, help="episodes per task and round")
+    p.add_argument("--min-reward", type=float, default=1.0)
+    p.add_argument("--recipe", default="cpu-small", help="the training recipe")
+    p.add_argument("--max-steps", type=int, default=None, help="training steps per round")
+    p.add_argument("--backend", default="hf", choices=["hf", "openvino", "openai", "vllm"])
+    p.set_defaults(func=cmd_improve)
+
+
+def cmd_improve(args: argparse.Namespace) -> int:
+    """Run expert iteration and print its rounds."""
+    agent = AgentConfig(max_rounds=args.max_rounds, max_new_tokens=args.max_new_tokens or 128)
+    report = improve(ImproveConfig(
+        args.agent, _modules(args), args.out, [_env(e) for e in args.train_env],
+        [_env(e) for e in args.val_env], rounds=args.rounds, samples=args.samples,
+        temperature=args.temperature or 0.7, limit=args.limit, val_limit=args.val_limit,
+        min_reward=args.min_reward, recipe=args.recipe,
+        train={"max_steps": args.max_steps} if args.max_steps else {},
+        models=ModelOptions(backend=args.backend, options={} if args.device == "auto"
+                            else {"device": args.device}), agent_config=agent,
+    ))
+    for row in report["rounds"]:
+        print(f"round {row['round']}: validation {row['validation']:.4f}")
+    print(f"chosen: round {report['chosen_round']}: {json.dumps(report['chosen_adapters'])}")
+    return 0
+
+
+def add_grpo(sub: argparse._SubParsersAction) -> None:
+    """Add the ``grpo`` verb."""
+    p = sub.add_parser("grpo", help="GRPO on whole episodes: the modules learn online from "
+                       "the envs' rewards")
+    _add_common(p)
+    p.add_argument("--recipe", default=None, choices=["cpu-small", "gpu-small"])
+    for flag, kind in (("--steps", int), ("--tasks-per-step", int), ("--group-size", int),
+                       ("--lr", float), ("--beta", float), ("--invalid-penalty", float),
+                       ("--micro-batch", int), ("--save-steps", int), ("--batch-size", int),
+                       ("--seed", int)):
+        p.add_argument(flag, type=kind, default=None)
+    p.add_argument("--resume", action="store_true", help="continue the run in --out")
+    p.set_defaults(func=cmd_grpo)
+
+
+def cmd_grpo(args: argparse.Namespace) -> int:
+    """Run GRPO and print where the adapters are."""
+    from lumos_gym.training.grpo import grpo, grpo_config  # heavy: torch
+
+    if not _modules(args):
+        raise LumosGymError("give the starting adapters: --planner and --grounder, or --policy")
+    report = grpo(grpo_config(
+        args.recipe, adapters=_modules(args), envs=[_env(e) for e in args.train_env],
+        out=args.out, agent=args.agent, steps=args.steps, tasks_per_step=args.tasks_per_step,
+        group_size=args.group_size, temperature=args.temperature, lr=args.lr, beta=args.beta,
+        invalid_penalty=args.invalid_penalty, max_new_tokens=args.max_new_tokens,
+        max_rounds=args.max_rounds, micro_batch=args.micro_batch, limit=args.limit,
+        save_steps=args.save_steps, seed=args.seed, device=args.device,
+        batch_size=args.batch_size, resume=args.resume or None,
+    ))
+    print(f"reward {report['first_reward']} -> {report['final_reward']} over "
+          f"{report['steps']} steps ({report['seconds']} s, {report['sampled_tokens']} tokens "
+          f"sampled, {report['device']})")
+    print("adapters: " + ", ".join(f"{r}={p}" for r, p in report["adapters"].items()))
+    return 0

@@ -1,0 +1,270 @@
+"""Learning from the envs: token capture, expert iteration and GRPO (issue 21).
+
+The unit tests run on plain data; the ``full`` ones run the tiny random Llama of conftest.py
+(4096 positions, as Lumos prompts are long) through the command line and the training loops.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from lumos_gym.agents.tokens import compact_calls, expand_calls, read_tokens
+from lumos_gym.models.base import TokenTrace
+
+
+# ------------------------------------------------------------------------- token entries
+def test_call_entries_share_the_prefix_of_an_earlier_call_and_expand_back():
+    first = TokenTrace(tuple(range(20)), (100, 101), (-0.5, -0.25))
+    # the planner's next prompt re-reads the first prompt and answer, then a feedback turn
+    second = TokenTrace((*range(20), 100, 101, 7, 8), (102,), (-1.0,), loss_mask=(1,))
+    other = TokenTrace((50, 51), (52,), (-2.0,))
+    entries = compact_calls([(0, "planner", first), (2, "grounder", other),
+                             (4, "planner", second)])
+    assert entries[2]["prefix"] == [0, 22] and entries[2]["prompt_ids"] == [7, 8]
+    assert "prefix" not in entries[0] and "loss_mask" not in entries[0]
+    assert entries[2]["loss_mask"] == [1]
+    expanded = expand_calls(json.loads(json.dumps(entries)))
+    assert expanded[2]["prompt_ids"] == list(second.prompt_ids)
+    assert [e["turn"] for e in expanded] == [0, 2, 4]
+    assert expanded[0]["logprobs"] == [-0.5, -0.25]
+
+
+def test_read_tokens_skips_a_torn_last_line_and_keeps_the_last_line_of_an_episode(tmp_path):
+    path = tmp_path / "tokens.jsonl"
+    one = compact_calls([(0, "policy", TokenTrace((1, 2), (3,), (-0.1,)))])
+    two = compact_calls([(0, "policy", TokenTrace((1, 2), (4,), (-0.2,)))])
+    path.write_text(json.dumps({"key": "a", "calls": one}) + "\n"
+                    + json.dumps({"key": "a", "calls": two}) + "\n" + '{"key": "b", "ca')
+    found = read_tokens(path)
+    assert list(found) == ["a"] and found["a"][0]["completion_ids"] == [4]
+
+
+def test_a_trace_needs_one_logprob_per_token():
+    with pytest.raises(ValueError):
+        TokenTrace((1,), (2, 3), (-0.1,))
+
+
+# ----------------------------------------------------------------- the tiny model, captured
+torch = pytest.importorskip("torch")
+pytest.importorskip("peft")
+
+from conftest import save_tiny_model  # noqa: E402
+
+from lumos_gym.cli import main  # noqa: E402
+
+MATH = ["--agent", "lumos-i", "--env", "lumos/MathWord-v0", "-k", "num_tasks=3",
+        "-k", "levels=[1]", "--device", "cpu", "--max-new-tokens", "12", "--max-rounds", "2",
+        "--no-progress", "--backend", "hf"]
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    torch.set_num_threads(1)  # a tiny model only pays for thread hand-offs
+    return save_tiny_model(tmp_path_factory.mktemp("tiny"), max_positions=4096)
+
+
+def _teacher_forced(model, trace: dict) -> list[float]:
+    ids = torch.tensor([trace["prompt_ids"] + trace["completion_ids"]])
+    with torch.no_grad():
+        logprobs = torch.log_softmax(model(ids).logits.float(), dim=-1)[0]
+    start = len(trace["prompt_ids"]) - 1
+    return [logprobs[start + j, t].item() for j, t in enumerate(trace["completion_ids"])]
+
+
+@pytest.mark.full
+def test_evaluate_record_tokens_writes_each_calls_tokens_beside_the_episodes(tmp_path, tiny):
+    from transformers import AutoModelForCausalLM
+
+    from lumos_gym.leaderboard.render import validate_dir
+
+    out = tmp_path / "results"
+    assert main(["evaluate", *MATH, "-k", "split=train", "--model", str(tiny), "--temperature",
+                 "1.0", "--record-tokens", "--out", str(out)]) == 0
+    episodes = [json.loads(line) for line in (out / "episodes.jsonl").open()]
+    tokens = read_tokens(out / "tokens.jsonl")
+    assert len(episodes) == 3 and set(tokens) == {e["key"] for e in episodes}
+    assert all("tokens" not in e for e in episodes)  # the episode file keeps its layout
+    assert validate_dir(out) == []
+    model = AutoModelForCausalLM.from_pretrained(tiny).eval()
+    for episode in episodes:
+        calls = tokens[episode["key"]]
+        asked = [i for i, turn in enumerate(episode["turns"]) if "role" in turn]
+        assert [c["turn"] for c in calls] == asked
+        for call in calls:
+            assert call["role"] == episode["turns"][call["turn"]]["role"]
+            assert len(call["logprobs"]) == len(call["completion_ids"]) > 0
+            expected = _teacher_forced(model, call)
+            assert max(abs(a - b) for a, b in zip(expected, call["logprobs"], strict=True)) < 1e-3
+    # without the flag no sidecar is written
+    plain = tmp_path / "plain"
+    assert main(["evaluate", *MATH, "-k", "split=train", "--model", str(tiny), "--limit", "1",
+                 "--out", str(plain)]) == 0
+    assert not (plain / "tokens.jsonl").exists()
+
+
+# ----------------------------------------------------------------------- expert iteration
+def _answers_of(records: list[dict]) -> dict[str, str]:
+    """Every prompt a Lumos agent sends for these exported conversations → the record's answer."""
+    from lumos_gym import prompts
+
+    answers = {}
+    for record in records:
+        messages = record["messages"]
+        for i, message in enumerate(messages):
+            if message["role"] == "assistant":
+                answers[prompts.render_inference(messages[:i])] = message["content"]
+    return answers
+
+
+@pytest.mark.full
+def test_an_expert_iteration_round_exports_the_good_episodes_and_trains_on_them(
+    tmp_path, tiny, capsys
+):
+    from conftest import ScriptedBackend
+
+    from lumos_gym.conversion.annotation import read_annotations
+    from lumos_gym.conversion.exports import export_records
+    from lumos_gym.conversion.pipeline import convert_env
+    from lumos_gym.leaderboard.evaluate import RunConfig, evaluate
+
+    env = ("lumos/MathWord-v0", {"split": "train", "num_tasks": 4, "levels": [1]})
+    convert_env(env[0], out=tmp_path / "gold.jsonl", env_kwargs=env[1])
+    gold = list(read_annotations(tmp_path / "gold.jsonl"))
+    assert len(gold) == 4
+    exported = {fmt: list(export_records(gold, fmt))
+                for fmt in ("plan-iterative", "ground-iterative")}
+    # the "sampled" modules: right on three tasks, a wrong action on the last one
+    answers = _answers_of(exported["plan-iterative"] + exported["ground-iterative"])
+    wrong = gold[-1].task
+
+    def module(request):
+        text = answers.get(request.prompt, "Subgoal 1: give up.")
+        return text.replace("Calculator(", "Calculator(1+") if wrong in request.prompt else text
+
+    backends = {role: ScriptedBackend(module) for role in ("planner", "grounder")}
+    results = tmp_path / "samples"
+    evaluate(RunConfig("lumos-i", envs=[env[0]], env_kwargs=env[1], backends=backends,
+                       out=results, progress=False))
+    out = tmp_path / "data"
+    assert main(["export", "--from-results", str(results), "--min-reward", "1",
+                 "--out", str(out)]) == 0
+    assert "4 episodes, 1 below the reward" in capsys.readouterr().out
+    for fmt, records in exported.items():
+        kept = [json.loads(line)["messages"] for line in (out / f"{fmt}.jsonl").open()]
+        # what the good episodes did is what the converted annotations say, byte for byte
+        assert kept == [r["messages"] for r in records[:3]]
+    assert all((out / f"{fmt}.jsonl").stat().st_size for fmt in ("integrated", "react", "cot"))
+    report = json.loads((out / "export.json").read_text())
+    assert report["annotations"] == 3 and report["sources"][0]["agent"] == "lumos-i"
+
+    # the planner continues from its adapter on the kept records
+    common = ["--base-model", str(tiny), "--max-steps", "2", "--max-length", "1024",
+              "--batch-size", "2", "--eval-fraction", "0", "--report-to", "none",
+              "--device", "cpu", "--threads", "1"]
+    first, second = tmp_path / "planner-0", tmp_path / "planner-1"
+    data = str(out / "plan-iterative.jsonl")
+    assert main(["train", "--data", data, "--out", str(first), *common]) == 0
+    assert main(["train", "--data", data, "--out", str(second), "--init-adapter", str(first),
+                 *common]) == 0
+    saved = json.loads((second / "lumos_train_config.json").read_text())
+    assert saved["init_adapter"] == str(first)
+
+
+# ----------------------------------------------------------------------------------- GRPO
+def test_group_advantages_are_relative_to_the_group():
+    from lumos_gym.training.grpo import group_advantages
+
+    assert group_advantages([1.0, 1.0, 1.0]) == [0.0, 0.0, 0.0]
+    assert group_advantages([1.0, 0.0], scale=False) == [0.5, -0.5]
+    scaled = group_advantages([1.0, 0.0, 0.0, 0.0])
+    assert scaled[0] > 0 > scaled[1] and abs(sum(scaled)) < 1e-9
+
+
+def test_the_grpo_loss_raises_the_logprob_of_a_better_than_average_completion():
+    from lumos_gym.training.grpo import grpo_token_loss
+
+    logp = torch.tensor([[-1.0, -2.0], [-1.0, -2.0]], requires_grad=True)
+    loss, kl = grpo_token_loss(logp, logp.detach(), torch.tensor([1.0, -1.0]),
+                               torch.tensor([[1.0, 1.0], [1.0, 0.0]]), beta=0.1)
+    loss.sum().backward()
+    assert (logp.grad[0] < 0).all() and logp.grad[1, 0] > 0 and logp.grad[1, 1] == 0
+    assert kl.abs().sum() == 0  # no divergence from an identical reference
+
+
+def _start_adapter(tiny, folder, seed):
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    torch.manual_seed(seed)
+    model = AutoModelForCausalLM.from_pretrained(tiny)
+    lora = LoraConfig(r=4, lora_alpha=8, target_modules="all-linear", task_type="CAUSAL_LM",
+                      init_lora_weights=False)  # random B: the adapter changes the model
+    get_peft_model(model, lora).save_pretrained(folder)
+    return str(folder)
+
+
+def _lora_weights(folder):
+    from safetensors.torch import load_file
+
+    return load_file(f"{folder}/adapter_model.safetensors")
+
+
+@pytest.mark.full
+def test_a_tiny_grpo_run_trains_both_modules_checkpoints_and_resumes(tmp_path, tiny, monkeypatch):
+    from lumos_gym.training import grpo as grpo_module
+
+    # a random model never solves a task; reward the episodes by the spaces the modules wrote,
+    # which vary between samples, so that every group teaches something
+    monkeypatch.setattr(grpo_module, "episode_reward", lambda record, penalty=0.0: float(
+        sum(turn.get("output", "").count(" ") for turn in record.turns)))
+    adapters = {role: _start_adapter(tiny, tmp_path / f"start-{role}", n)
+                for n, role in enumerate(("planner", "grounder"))}
+    settings = dict(adapters=adapters, out=str(tmp_path / "grpo"), steps=2, tasks_per_step=2,
+                    group_size=3, max_new_tokens=6, max_rounds=1, micro_batch=2, lr=1e-2,
+                    save_steps=1, device="cpu", batch_size=6,
+                    envs=[("lumos/MathWord-v0", {"split": "train", "num_tasks": 3,
+                                                 "levels": [1]})])
+    report = grpo_module.grpo(grpo_module.grpo_config("cpu-small", **settings))
+    out = tmp_path / "grpo"
+    assert [h["step"] for h in report["history"]] == [1, 2]
+    assert all(h["samples"] > 0 and h["tokens"] > 0 for h in report["history"]), report["history"]
+    assert report["history"][1]["kl"] > 0  # the second step's policy has left the reference
+    assert report["sampled_tokens"] > 0 and report["device"] == "cpu"
+    for role, start in adapters.items():
+        before, after = _lora_weights(start), _lora_weights(out / role)
+        assert before.keys() == after.keys()
+        assert any(not torch.equal(before[k], after[k]) for k in before)
+        assert json.loads((out / role / "adapter_config.json").read_text())[
+            "base_model_name_or_path"] == str(tiny)
+        assert (out / "checkpoint-2" / role / "adapter_model.safetensors").is_file()
+    with pytest.raises(grpo_module.TrainingError, match="--resume"):
+        grpo_module.grpo(grpo_module.grpo_config("cpu-small", **settings))
+    again = grpo_module.grpo(grpo_module.grpo_config("cpu-small", **{**settings, "steps": 3},
+                                                     resume=True))
+    assert [h["step"] for h in again["history"]] == [1, 2, 3]
+    assert again["resumed_from_step"] == 2
+    # the trained modules play through evaluate as any adapter does
+    assert main(["evaluate", *MATH, "-k", "split=test", "--limit", "1", "--out",
+                 str(tmp_path / "eval"), "--planner", str(out / "planner"), "--grounder",
+                 str(out / "grounder")]) == 0
+
+
+@pytest.mark.full
+def test_the_improve_and_grpo_verbs_run_on_the_tiny_model(tmp_path, tiny, capsys):
+    adapters = [f"--{role}={_start_adapter(tiny, tmp_path / role, n)}"
+                for n, role in enumerate(("planner", "grounder"))]
+    env = "MathWord-v0:split=train,num_tasks=2,levels=[1,2]"
+    common = [*adapters, "--train-env", env, "--limit", "1", "--max-new-tokens", "6",
+              "--max-rounds", "1", "--device", "cpu"]
+    assert main(["grpo", *common, "--out", str(tmp_path / "grpo"), "--recipe", "cpu-small",
+                 "--steps", "1", "--tasks-per-step", "1", "--group-size", "2"]) == 0
+    assert "adapters: planner=" in capsys.readouterr().out
+    # a random model keeps no episode: improve samples, exports and says so
+    code = main(["improve", *common, "--out", str(tmp_path / "ei"), "--val-env",
+                 "MathWord-v0:split=test,num_tasks=1,levels=[1]", "--rounds", "1",
+                 "--samples", "2"])
+    assert code == 2 and "no plan-iterative record was kept" in capsys.readouterr().err
+    report = json.loads((tmp_path / "ei" / "round-1" / "data" / "export.json").read_text())
+    assert report["episodes"] == 2 and report["annotations"] == 0
