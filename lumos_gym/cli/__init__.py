@@ -22,6 +22,8 @@ from lumos_gym.cli import (
     leaderboard,
     reproduce,
     serve,
+    serve_env,
+    serve_tools,
     train,
     view,
 )
@@ -38,6 +40,8 @@ VERBS: tuple[Callable[[argparse._SubParsersAction], None], ...] = (
     evaluate.add_evaluate,
     leaderboard.add_suites,
     serve.add_serve,
+    serve_env.add_serve_env,
+    serve_tools.add_serve_tools,
     convert.add_convert,
     convert.add_export,
     train.add_train,
