@@ -40,6 +40,7 @@ def bind_socket(host: str, port: int) -> socket.socket:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         sock.bind((host, port))
+        sock.listen(2048)  # clients that come before the server runs wait in the backlog
     except OSError as e:
         sock.close()
         raise LumosGymError(f"cannot bind to {host}:{port}: {e}") from e

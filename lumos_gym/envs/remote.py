@@ -48,8 +48,11 @@ class RemoteEnvError(LumosGymError):
 
 # ------------------------------------------------------------------------------- wire format
 def jsonable(value: Any) -> Any:
-    """Return ``value`` as plain JSON data: numpy scalars and arrays as numbers and lists,
-    tuples and sets as lists, mapping keys as strings, anything else as its ``str``."""
+    """Return ``value`` as plain JSON data.
+
+    Numpy scalars and arrays become numbers and lists, tuples and sets lists, mapping keys
+    strings, non-finite floats and anything else their ``str``.
+    """
     if value is None or isinstance(value, bool | int | str):
         return value
     if isinstance(value, float):

@@ -34,7 +34,7 @@ from typing import Any
 
 try:
     from fastapi import FastAPI, Request, WebSocket, WebSocketDisconnect
-    from fastapi.responses import JSONResponse, Response
+    from fastapi.responses import Response
 except ImportError as e:  # pragma: no cover - depends on the installed extras
     raise ImportError("`lumos-gym serve-env` needs fastapi, uvicorn and websockets; install "
                       "them with: pip install 'lumos-gym[envserver]'") from e
@@ -205,12 +205,14 @@ def _json(data: Any, status: int = 200, session: Session | None = None) -> Respo
 def create_app(
     env_id: str, kwargs: Mapping[str, Any] | None = None, *, max_sessions: int = 64,
     idle_timeout_s: float | None = 600.0, call_timeout_s: float | None = 300.0,
+    announce: bool = False,
 ) -> FastAPI:
     """Return the FastAPI app serving ``env_id`` made with ``kwargs``, ready for uvicorn.
 
     One env is made here and closed (a bad id or argument fails now, not at the first
     client); each session then makes its own. The app needs uvicorn's lifespan (``"on"``): it
-    starts the idle reaper and, at shutdown, closes every session.
+    starts the idle reaper and, at shutdown, closes every session (``announce``: and prints
+    how many).
     """
     kwargs = dict(kwargs or {})
     probe = make_env(env_id, **kwargs)
@@ -232,6 +234,8 @@ def create_app(
             with contextlib.suppress(asyncio.CancelledError):
                 await reaper
             await pool.close_all()
+            if announce:
+                print(f"shut down: {pool.closed} session(s) closed with their envs", flush=True)
 
     app = FastAPI(title=f"lumos-gym: {env_id}", version=__version__, lifespan=lifespan)
     app.state.pool = pool
@@ -250,8 +254,7 @@ def create_app(
         try:
             session = await pool.open()
         except SessionError as e:
-            await ws.send_text(_ws_error(e.code, str(e)))
-            await ws.close()
+            await _refuse(ws, e)
             return
         try:
             while True:
@@ -267,6 +270,23 @@ def create_app(
                 await ws.close()  # already closed when the client went first
 
     return app
+
+
+async def _refuse(ws: WebSocket, error: SessionError, *, limit_s: float = 30.0) -> None:
+    """Answer each message of a connection that got no session with ``error``, then close.
+
+    The connection stays open until the client closes it (or ``limit_s``), so that the client
+    reads the error as the reply to its first message instead of a closed connection.
+    """
+    with contextlib.suppress(WebSocketDisconnect, TimeoutError):
+        async with asyncio.timeout(limit_s):
+            while True:
+                raw = await ws.receive_text()
+                if '"close"' in raw:
+                    break
+                await ws.send_text(_ws_error(error.code, str(error)))
+    with contextlib.suppress(RuntimeError, WebSocketDisconnect):
+        await ws.close()
 
 
 def _add_info_routes(app: FastAPI, description: dict[str, Any], pool: SessionPool) -> None:
@@ -372,6 +392,9 @@ def serve_env(env_id: str, kwargs: Mapping[str, Any] | None = None, *, host: str
               port: int = 8000, log_level: str = "warning", **options: Any) -> None:
     """Serve ``env_id`` on ``host:port`` until interrupted (Ctrl-C or SIGTERM close it cleanly).
 
+    After a signal's clean shutdown uvicorn raises the signal again, so the process ends with
+    that signal's status (as its default handler would).
+
     Args:
         env_id: a registered env id.
         kwargs: its constructor arguments.
@@ -384,7 +407,7 @@ def serve_env(env_id: str, kwargs: Mapping[str, Any] | None = None, *, host: str
 
     sock = bind_socket(host, port)  # before the env is made: a busy port fails at once
     try:
-        app = create_app(env_id, kwargs, **options)
+        app = create_app(env_id, kwargs, announce=True, **options)
         shown = f"[{host}]" if ":" in host else host
         print(f"serving {env_id} on http://{shown}:{sock.getsockname()[1]} (OpenEnv: HTTP "
               "/reset /step /state /schema, WebSocket /ws); Ctrl-C stops it", flush=True)

@@ -96,6 +96,7 @@ class SessionPool:
         self.call_timeout_s = call_timeout_s
         self.sessions: dict[str, Session] = {}
         self.ended: dict[str, str] = {}  # recently ended session → why (for a clear error)
+        self.closed = 0  # sessions closed so far
         self._opening = 0
         self._numbers = itertools.count(1)
         self._executor = ThreadPoolExecutor(max_workers=min(max_sessions, 64) + 2,
@@ -161,6 +162,7 @@ class SessionPool:
         if session.ended is not None:
             return
         session.ended = reason
+        self.closed += 1
         self.sessions.pop(session.id, None)
         self.ended[session.id] = reason
         while len(self.ended) > 4 * self.max_sessions:  # remember the recent ones only
