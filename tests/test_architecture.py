@@ -20,7 +20,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "lumos_gym"
 #: Bottom to top. A part may import its own layer and the layers below it, never one above.
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("errors",),
-    ("registry", "text", "jsonl"),
+    ("registry", "text", "jsonl", "asgi"),
     ("actions",),
     ("prompts",),
     ("models",),
@@ -32,6 +32,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("conversion",),
     ("training",),
     ("leaderboard",),
+    ("serving",),
     ("workflows",),
     ("cli",),
 )

@@ -266,7 +266,7 @@ def test_session_api_records_the_purchase_and_its_reward(server, client):
 
 def test_shop_server_releases_its_port_and_thread(catalog):
     server = ShopServer(catalog).start()
-    port, thread = server.port, server._thread
+    port, thread = server.port, server._runner._thread
     assert port_open(port) and thread.is_alive()
     server.stop()
     server.stop()  # idempotent

@@ -23,6 +23,8 @@ from lumos_gym.cli import (
     learn,
     reproduce,
     serve,
+    serve_env,
+    serve_tools,
     train,
     view,
 )
@@ -39,6 +41,8 @@ VERBS: tuple[Callable[[argparse._SubParsersAction], None], ...] = (
     evaluate.add_evaluate,
     leaderboard.add_suites,
     serve.add_serve,
+    serve_env.add_serve_env,
+    serve_tools.add_serve_tools,
     convert.add_convert,
     convert.add_export,
     train.add_train,

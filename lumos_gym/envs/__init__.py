@@ -8,6 +8,8 @@ Importing this package registers the built-in families (lazily: no env module is
 ``gymnasium.make``). ``import lumos_gym`` does this too.
 """
 
+import gymnasium as gym
+
 from lumos_gym.envs.code import FAMILY as CODE
 from lumos_gym.envs.families import EnvInfo, Family, OfflineSplit
 from lumos_gym.envs.games import FAMILY as GAMES
@@ -31,6 +33,10 @@ from lumos_gym.envs.web import FAMILY as WEB
 # in registration order.
 for _family in (MATH, QA, CODE, WEB, GAMES, MULTIMODAL):
     register_family(_family)
+
+# An env served by `lumos-gym serve-env` elsewhere; not in the env table (it has no tasks of its
+# own: `gymnasium.make("lumos/remote", url=...)` plays whichever env the server serves).
+gym.register(id="lumos/remote", entry_point="lumos_gym.envs.remote:RemoteEnv")
 
 __all__ = [
     "ENVS",

@@ -1,12 +1,10 @@
 """Run the shop site on loopback in a background thread, and browse it over HTTP.
 
 :class:`ShopServer` serves :func:`~lumos_gym.envs.web.shop.app.create_app` with uvicorn on
-``127.0.0.1``: the socket is bound before the server thread starts (port 0 picks a free port,
-so there is no race for it), ``start`` returns once the server accepts connections, and
-``stop`` (also on leaving a ``with`` block, or when a forgotten server is garbage collected; the
-thread is a daemon, so a server left running never holds the interpreter at exit) shuts it
-down, joins the thread and closes the socket, so the port no longer accepts connections
-afterwards.
+``127.0.0.1`` in a :class:`~lumos_gym.asgi.ThreadedServer`: the socket is bound before the
+server thread starts (port 0 picks a free port), ``start`` returns once the server accepts
+connections, and ``stop`` (also on leaving a ``with`` block, or when a forgotten server is
+garbage collected) shuts it down, so the port no longer accepts connections afterwards.
 
 :class:`ShopClient` fetches pages by URL with ``httpx`` (never through a proxy) and talks to
 the session API.
@@ -14,13 +12,11 @@ the session API.
 
 from __future__ import annotations
 
-import socket
-import threading
-import time
 from typing import Any
 
 import httpx
 
+from lumos_gym.asgi import ThreadedServer
 from lumos_gym.envs.web.shop.catalog import Catalog
 from lumos_gym.envs.web.shop.pages import ParsedPage, parse_page
 from lumos_gym.errors import LumosGymError
@@ -28,12 +24,9 @@ from lumos_gym.scoring.webshop import Goal
 
 __all__ = ["ShopClient", "ShopServer"]
 
-_START_TIMEOUT = 20.0
-_STOP_TIMEOUT = 10.0
-
 
 class ShopServer:
-    """The shop site served by uvicorn in a thread.
+    """The shop site served by uvicorn in a thread (a :class:`~lumos_gym.asgi.ThreadedServer`).
 
     Args:
         catalog: the products.
@@ -53,81 +46,45 @@ class ShopServer:
         self.host = host
         self.port = port
         self.show_attributes = show_attributes
-        self._server: Any = None
-        self._thread: threading.Thread | None = None
-        self._socket: socket.socket | None = None
+        self._runner: ThreadedServer | None = None
 
     @property
     def base_url(self) -> str:
         """Return ``http://host:port`` of the running server."""
-        if self._socket is None:
+        if self._runner is None or not self._runner.running:
             raise LumosGymError("the shop server is not running; call start()")
-        return f"http://{self.host}:{self.port}"
+        return self._runner.base_url
 
     @property
     def running(self) -> bool:
         """Return True while the server thread runs."""
-        return self._thread is not None and self._thread.is_alive()
+        return self._runner is not None and self._runner.running
 
     def start(self) -> ShopServer:
         """Bind the port, start the server thread and wait until it serves; idempotent."""
         if self.running:
             return self
-        import uvicorn
-
         from lumos_gym.envs.web.shop.app import create_app  # optional web extra: fastapi
 
         app = create_app(self.catalog, show_attributes=self.show_attributes)
-        # proto IPPROTO_TCP: asyncio then sets TCP_NODELAY on accepted connections; without it,
-        # Nagle's algorithm and delayed ACKs add ~40 ms to every keep-alive response
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+        self._runner = ThreadedServer(app, self.host, self.port, name="shop server")
         try:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            sock.bind((self.host, self.port))
-        except OSError as e:
-            sock.close()
-            where = f"{self.host}:{self.port}"
-            raise LumosGymError(f"cannot bind the shop server to {where}: {e}") from e
-        self.port = sock.getsockname()[1]
-        config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off",
-                                timeout_graceful_shutdown=2)
-        server = uvicorn.Server(config)
-        thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]},
-                                  name=f"shop-server-{self.port}", daemon=True)
-        self._server, self._thread, self._socket = server, thread, sock
-        thread.start()
-        deadline = time.monotonic() + _START_TIMEOUT
-        while not server.started:
-            if not thread.is_alive() or time.monotonic() > deadline:
-                self.stop()
-                raise LumosGymError(f"the shop server did not start on port {self.port}")
-            time.sleep(0.005)
+            self._runner.start()
+        finally:
+            self.port = self._runner.port
         return self
 
     def stop(self) -> None:
         """Shut the server down, join its thread and close its socket; idempotent."""
-        server, thread, sock = self._server, self._thread, self._socket
-        self._server = self._thread = self._socket = None
-        if server is not None:
-            server.should_exit = True
-        if thread is not None:
-            thread.join(_STOP_TIMEOUT)
-            if thread.is_alive() and server is not None:
-                server.force_exit = True
-                thread.join(_STOP_TIMEOUT)
-        if sock is not None:
-            sock.close()
+        runner, self._runner = self._runner, None
+        if runner is not None:
+            runner.stop()
 
     def __enter__(self) -> ShopServer:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
-
-    def __del__(self) -> None:
-        if getattr(self, "_thread", None) is not None:
-            self.stop()
 
 
 class ShopClient:
