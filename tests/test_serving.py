@@ -409,3 +409,15 @@ def test_vqa_over_mcp_reads_a_scene_picture():
     service.close()
     assert not result.is_error, result.content[0].text
     assert result.structured_content["values"][0]
+
+
+def test_the_default_tools_search_the_offline_wikipedia_summaries():
+    # a served tool has no task corpus: KnowledgeQuery searches the wiki summaries by default
+    from lumos_gym.serving.tools import ToolService, parse_tool_options
+
+    service = ToolService(parse_tool_options([]))
+    result = service.call("KnowledgeQuery", {"args": "Paris", "outputs": ["R1"]})
+    service.close()
+    assert not result.is_error, result.content[0].text
+    assert result.content[0].text.startswith("R1 = WikipediaPage(Paris)")
+    assert parse_tool_options(["Calculator"]) == {"Calculator": {}}

@@ -51,10 +51,16 @@ __all__ = ["DEFAULT_TOOLS", "ToolService", "create_server", "serve_tools"]
 
 logger = logging.getLogger(__name__)
 
-#: The tools served by default: those that need no model, corpus or picture to be configured.
-DEFAULT_TOOLS = ("Calculator", "SetEquation", "SolveEquation", "SolveInequality", "Define",
-                 "Count", "Code", "WriteProgram", "RunProgram", "TestProgram",
-                 "KnowledgeQuery", "ParagraphRetrieve")
+#: The tools served by default (name → options): those that need no model or picture to be
+#: configured. A served tool has no task of its own, so KnowledgeQuery searches the offline
+#: Wikipedia summaries.
+DEFAULT_TOOLS: dict[str, dict[str, Any]] = {
+    **{name: {} for name in ("Calculator", "SetEquation", "SolveEquation", "SolveInequality",
+                             "Define", "Count", "Code", "WriteProgram", "RunProgram",
+                             "TestProgram")},
+    "KnowledgeQuery": {"corpus": "wiki"},
+    "ParagraphRetrieve": {},
+}
 #: The most episodes whose state is kept; the least recently used is forgotten first.
 MAX_EPISODES = 256
 
@@ -185,7 +191,7 @@ def create_server(service: ToolService) -> Server:
 def parse_tool_options(values: Sequence[str]) -> list[str] | dict[str, dict[str, Any]]:
     """Parse ``--tool NAME`` or ``--tool NAME=JSON_OPTIONS`` values (empty: the defaults)."""
     if not values:
-        return list(DEFAULT_TOOLS)
+        return {name: dict(options) for name, options in DEFAULT_TOOLS.items()}
     tools: dict[str, dict[str, Any]] = {}
     for value in values:
         name, sep, options = value.partition("=")
