@@ -51,7 +51,7 @@ test-fast: install lint
 	$(BIN)/python -m pytest -q -m "not slow and not full"
 
 # The fuzz test (tests/test_fuzz.py, marked slow, left out of `make test`): 10,000 random and
-# adversarial actions on each env of the offline suite; about TIME on two cores.
+# adversarial actions on each env of the offline suite; about 7 min on two cores (shared).
 fuzz: install
 	$(BIN)/python -m pytest -q -m slow tests/test_fuzz.py
 
