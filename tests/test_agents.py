@@ -8,6 +8,7 @@ from conftest import ScriptedBackend, turn_number
 import lumos_gym  # noqa: F401  (registers the envs)
 from lumos_gym import prompts
 from lumos_gym.agents import AGENTS, make_agent
+from lumos_gym.agents.lumos import round_limit
 from lumos_gym.agents.runner import STATUSES, EpisodeSpec, Runner
 from lumos_gym.models.base import Completion
 
@@ -78,6 +79,21 @@ def test_lumos_i_round_limit():
     agent = make_agent("lumos-i", max_rounds=3)
     [record] = run(agent, {"planner": planner, "grounder": grounder}, [spec()])
     assert len(planner.batches) == 3 and record.status == "completed"
+
+
+def test_round_limits_are_the_original_loops():
+    # allenai/lumos eval/*/run_eval.py: GSM8K 16 and SVAMP 4 alternating module calls,
+    # HotpotQA 10, Mind2Web 15 rounds of a subgoal each, WebShop 10 alternating calls
+    limits = {("math", "gsm8k/sample/0"): 8, ("math", "svamp/sample/sample-1"): 2,
+              ("qa", "hotpotqa/sample/x"): 5, ("web", "mind2web/test_website/x"): 15,
+              ("web", "webshop/test/0/0"): 5, ("game", "textworld/test/x/0"): 10}
+    for (task_type, task_id), limit in limits.items():
+        assert round_limit({"task_type": task_type, "task_id": task_id}) == limit, task_id
+    planner = ScriptedBackend(lambda r: "No, I will keep planning. Subgoal 9: Add one more.")
+    grounder = ScriptedBackend(lambda r: "R1 = Calculator(1+1)")
+    [record] = run(make_agent("lumos-i"), {"planner": planner, "grounder": grounder},
+                   [EpisodeSpec("lumos/SVAMP-v0", "svamp/sample/sample-1", {})])
+    assert len(planner.batches) == 2 and record.status == "completed"
 
 
 def test_lumos_o_plans_grounds_and_executes_once():

@@ -30,7 +30,7 @@ from lumos_gym.errors import BackendError  # noqa: E402
 from lumos_gym.models import make_backend  # noqa: E402
 from lumos_gym.models.base import GenerationRequest  # noqa: E402
 from lumos_gym.models.factory import ModelOptions, build_backend, build_backends  # noqa: E402
-from lumos_gym.models.hf import HFBackend  # noqa: E402
+from lumos_gym.models.hf import HFBackend, quiet_peft_deprecations  # noqa: E402
 from lumos_gym.models.openvino_backend import (  # noqa: E402
     MANIFEST,
     OpenVINOBackend,
@@ -78,7 +78,8 @@ def lora_dirs(tiny: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str,
             init_lora_weights=False,
         )
         folders[name] = tmp_path_factory.mktemp(f"lora-{name}")
-        peft.get_peft_model(base, config).save_pretrained(folders[name])
+        with quiet_peft_deprecations():
+            peft.get_peft_model(base, config).save_pretrained(folders[name])
     return folders
 
 

@@ -107,7 +107,7 @@ def test_reference_copies():
     assert reference.endswith(PLAN.split("\n\n")[-1] + "\n")
 
 
-def test_math_exports_rename_output_and_skip_results():
+def test_math_exports_rename_output_in_iterative_records_and_skip_results():
     subgoals = make_subgoals([
         ("Find the price of one pen.", ["R1 = Calculator(12 / 4) = 3"]),
         ("Find the price of five pens.", ["Output = Calculator(R1 * 5) = 15."]),
@@ -122,6 +122,9 @@ def test_math_exports_rename_output_and_skip_results():
     )
     assert ground[3]["content"] == "R2 = Calculator(R1 * 5)"
     assert ground[0]["content"].startswith(prompts.GROUND_INSTRUCTIONS["maths"][:60])
+    # ground-onetime keeps `Output`: the original code renames it in the iterative records only
+    [_, onetime] = ground_onetime(annotation)
+    assert onetime["content"] == "R1 = Calculator(12 / 4); Output = Calculator(R1 * 5)"
 
 
 def test_web_feedback_restates_the_subgoal():

@@ -180,7 +180,9 @@ def test_textworld_plays_commands_and_reports_bad_ones(tw):
     obs, *_ = tw.step("R1 = Command(xyzzy)")
     assert obs == "R1 = That's not a verb I recognise."  # the game's own parser answers
     for bad, says in (("Command()", "empty command"), (f"Command({'go ' * 80})", "characters"),
-                      ("R2 = Command(go north", "cannot parse"), ("Answer(won)", "unknown action")):
+                      ("R2 = Command(go north", "cannot parse"), ("Answer(won)", "unknown action"),
+                      # the interpreter would write a saved game or a transcript into the cwd
+                      ("Command(save)", "writes files"), ("Command(look. script)", "'script'")):
         obs, _, terminated, _, info = tw.step(bad)
         assert obs.startswith("Error:") and says in obs and not terminated, bad
     assert info["metrics_so_far"] == {"score": 0.0, "success": 0.0, "moves": 2.0}

@@ -17,11 +17,11 @@ from typing import Any, ClassVar
 from lumos_gym import prompts
 from lumos_gym.agents.base import Act, Agent, Ask, EpisodeLogic, StepOutcome
 from lumos_gym.agents.lumos import (
-    LUMOS_ROUNDS,
     action_specs,
     closing_action,
     ends_by_env,
     has_error,
+    round_limit,
     sanitize_answer,
     subgoal_feedback,
     tool_specs,
@@ -33,11 +33,11 @@ class _PolicyAgent(Agent):
 
     roles: ClassVar[tuple[str, ...]] = ("policy",)
 
-    def rounds(self, task_type: str) -> int:
-        """Return the most think/act rounds of an episode of ``task_type``."""
+    def rounds(self, info: Mapping[str, Any]) -> int:
+        """Return the most think/act rounds of the episode ``info`` describes."""
         if self.config.max_rounds is not None:
             return self.config.max_rounds
-        return LUMOS_ROUNDS.get(task_type, 5)
+        return round_limit(info)
 
     def ask(self, prompt: str, stop: tuple[str, ...]) -> Ask:
         """Return an ask for the policy model."""
@@ -75,7 +75,7 @@ class IntegratedAgent(_PolicyAgent):
         first = prompts.integrated_first_turn(observation, specs)
         messages: list[dict[str, str]] = [{"role": "user", "content": first}]
         outcome: StepOutcome | None = None
-        for index in range(1, self.rounds(task_type) + 1):
+        for index in range(1, self.rounds(info) + 1):
             completion = yield self.ask(
                 prompts.render_inference(messages), prompts.INTEGRATED_STOP
             )
@@ -100,11 +100,10 @@ class ReActAgent(_PolicyAgent):
 
     def episode(self, observation: str, info: Mapping[str, Any]) -> EpisodeLogic:
         """Think and act until the model answers or the round limit is reached."""
-        task_type = str(info.get("task_type", "math"))
         first = prompts.react_first_turn(observation, action_specs(info))
         messages: list[dict[str, str]] = [{"role": "user", "content": first}]
         outcome: StepOutcome | None = None
-        for _ in range(self.rounds(task_type)):
+        for _ in range(self.rounds(info)):
             completion = yield self.ask(prompts.render_inference(messages), prompts.REACT_STOP)
             output = completion.text.strip()
             action = prompts.react_action(output)

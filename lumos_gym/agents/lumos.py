@@ -24,6 +24,7 @@ from typing import Any, ClassVar
 from lumos_gym import prompts
 from lumos_gym.actions import last_variable, parse_actions
 from lumos_gym.agents.base import Act, Agent, Ask, EpisodeLogic, Note, StepOutcome
+from lumos_gym.envs.families import Family
 from lumos_gym.envs.registration import fill_from_families
 from lumos_gym.envs.tasks import ENV_ENDED_TYPES
 from lumos_gym.errors import ActionParseError
@@ -33,7 +34,33 @@ from lumos_gym.tools.base import ToolSpec
 #: Subgoals (plan + ground rounds) per task type, from the env families' records
 #: (``lumos_rounds`` of :class:`lumos_gym.envs.families.Family`); 5 for any other task type.
 LUMOS_ROUNDS: dict[str, int] = {}
-fill_from_families(LUMOS_ROUNDS, lambda family: [(family.task_type, family.lumos_rounds)])
+#: ... and per dataset, where a family gives one of its datasets a limit of its own (a
+#: dataset's limit wins over its task type's).
+DATASET_ROUNDS: dict[str, int] = {}
+
+
+def _family_rounds(family: Family, datasets: bool) -> list[tuple[str, int]]:
+    rounds = family.lumos_rounds
+    if isinstance(rounds, int):
+        return [] if datasets else [(family.task_type, rounds)]
+    if datasets:
+        return [(k, int(v)) for k, v in rounds.items() if k != family.task_type]
+    return [(family.task_type, int(rounds.get(family.task_type, 5)))]
+
+
+fill_from_families(LUMOS_ROUNDS, lambda family: _family_rounds(family, datasets=False))
+fill_from_families(DATASET_ROUNDS, lambda family: _family_rounds(family, datasets=True))
+
+
+def round_limit(info: Mapping[str, Any]) -> int:
+    """Return the most subgoals of the episode ``info`` describes (its dataset's or task type's).
+
+    The dataset is the first part of the task id (``svamp/sample/3`` is SVAMP's).
+    """
+    dataset = str(info.get("task_id", "")).partition("/")[0]
+    if dataset in DATASET_ROUNDS:
+        return DATASET_ROUNDS[dataset]
+    return LUMOS_ROUNDS.get(str(info.get("task_type", "math")), 5)
 
 
 def action_specs(info: Mapping[str, Any]) -> list[ToolSpec]:
@@ -166,11 +193,11 @@ class LumosAgent(Agent):
 
     roles: ClassVar[tuple[str, ...]] = ("planner", "grounder")
 
-    def rounds(self, task_type: str) -> int:
-        """Return the most subgoals of an episode of ``task_type``."""
+    def rounds(self, info: Mapping[str, Any]) -> int:
+        """Return the most subgoals of the episode ``info`` describes (:func:`round_limit`)."""
         if self.config.max_rounds is not None:
             return self.config.max_rounds
-        return LUMOS_ROUNDS.get(task_type, 5)
+        return round_limit(info)
 
     def module(self, role: str, messages: Sequence[dict[str, str]]) -> Ask:
         """Return the ask for one module call on the conversation so far."""
@@ -247,9 +274,9 @@ class LumosIterativeAgent(LumosAgent):
         yield from self.finish(info, state.outcome)
 
     def round_limit(self, task_type: str, state: IterativeState) -> int:
-        """Return the most subgoals of this episode (:meth:`rounds` of its task type)."""
-        del state
-        return self.rounds(task_type)
+        """Return the most subgoals of this episode (:meth:`rounds` of its task)."""
+        del task_type
+        return self.rounds(state.info)
 
     def next_subgoal(self, index: int, state: IterativeState) -> ModuleLogic:
         """The planning module: return the planner's answer for subgoal ``index``."""

@@ -81,7 +81,8 @@ def _add_model_flags(p: argparse.ArgumentParser) -> None:
                    "are JSON when they parse, else text; an unknown key is refused with the "
                    "backend's keys; recorded in run.json")
     p.add_argument("--max-rounds", type=positive_int, default=None,
-                   help="plan/ground rounds per episode (default: Lumos' limit per task type)")
+                   help="plan/ground rounds per episode (default: Lumos' limit per task type "
+                   "or dataset)")
     p.add_argument("--max-new-tokens", type=positive_int, default=128)
     p.add_argument("--temperature", type=float, default=0.0)
     p.add_argument("--seed", type=nonnegative_int, default=None,

@@ -13,8 +13,10 @@ trained on them read the prompts of :mod:`lumos_gym.prompts` exactly as the rele
   (``We have already ...``), as Lumos did; WebShop and text games quote the executed result
   that replay verification recorded for each subgoal (:data:`RESULTS_FIELD`), as the Lumos-I
   agent quotes it at evaluation;
-* ``ground-onetime``: the domain instruction, every subgoal, every action;
-* ``ground-iterative``: one turn per subgoal (complex QA also quotes earlier results);
+* ``ground-onetime``: the domain instruction, every subgoal, every action (a final ``Output``
+  kept as written);
+* ``ground-iterative``: one turn per subgoal (complex QA also quotes earlier results), a final
+  ``Output`` renamed to the next ``R<n>``;
 
 and the formats the baseline agents speak (:mod:`lumos_gym.agents.baselines`): ``integrated``
 (each subgoal with its actions in one turn), ``react`` (thought and action turns, observations
@@ -205,12 +207,15 @@ def _instruction(annotation: Annotation) -> str:
 
 
 def ground_onetime(annotation: Annotation) -> Messages:
-    """Return the Lumos-O grounder conversation."""
+    """Return the Lumos-O grounder conversation.
+
+    A final ``Output`` variable is kept as written: the original processing code renames it
+    to the next ``R<n>`` in the iterative records only (LUMOS_FORMAT.md §1.7).
+    """
     _check_actions(annotation)
-    output_name = f"R{_highest_r(annotation) + 1}"
     subgoals = "; ".join(s.line for s in annotation.subgoals)
     user = _instruction(annotation) + prompts.GROUND_SUBGOALS.format(subgoals=subgoals)
-    actions = "; ".join(_action_text(a, output_name) for a in annotation.actions)
+    actions = "; ".join(format_action(a.action, with_result=False) for a in annotation.actions)
     return [_user(user), _assistant(actions)]
 
 

@@ -101,7 +101,8 @@ class Family:
         metrics: primary metric → the metrics of a summary, the primary first
             (:data:`MetricSpec`); an env's task type and primary metric pick the row.
         lumos_rounds: the most subgoals (plan and ground rounds) of a Lumos or baseline
-            episode.
+            episode: one number, or task type or dataset → number (a dataset's entry wins;
+            a task type without one gets 5).
         domains: task type or dataset → the Lumos domain of its training records (their
             ``dataset`` field and id prefix); a dataset's entry wins, and a task type without
             one is its own domain.
@@ -120,7 +121,7 @@ class Family:
     tools: Mapping[str, str] = field(default_factory=dict)
     splits: tuple[OfflineSplit, ...] = ()
     metrics: Mapping[str, tuple[MetricSpec, ...]] = field(default_factory=dict)
-    lumos_rounds: int = 5
+    lumos_rounds: int | Mapping[str, int] = 5
     domains: Mapping[str, str] = field(default_factory=dict)
     mix: Mapping[str, int] = field(default_factory=dict)
     domain_actions: Mapping[str, frozenset[str]] = field(default_factory=dict)

@@ -1200,21 +1200,10 @@ class HFBackend(Backend):
         return base.config.get_text_config(decoder=True)
 
     def _keeps_logits(self) -> bool:
-        return self._forward_takes("logits_to_keep")
+        return forward_takes(self._shared.model, "logits_to_keep")
 
     def _cache_keyword(self) -> str:
-        """Return the keyword that hands the model a KV cache.
-
-        transformers 5.24 renamed ``past_key_values`` to ``cache`` and warns (a FutureWarning
-        per call, which users cannot act on) when the old name is passed; earlier 5.x releases
-        know only the old name.
-        """
-        return "cache" if self._forward_takes("cache") else "past_key_values"
-
-    def _forward_takes(self, keyword: str) -> bool:
-        model = self._shared.model
-        base = model.get_base_model() if hasattr(model, "get_base_model") else model
-        return keyword in inspect.signature(base.forward).parameters
+        return cache_keyword(self._shared.model)
 
     def _generation_config(self, request: GenerationRequest) -> GenerationConfig:
         """Plain greedy or temperature sampling, whatever the model's own defaults say."""
@@ -1286,6 +1275,22 @@ class HFBackend(Backend):
         return self._shared.tokenizer.decode(
             ids, skip_special_tokens=True, clean_up_tokenization_spaces=False
         )
+
+
+def forward_takes(model: Any, keyword: str) -> bool:
+    """Return True when the forward of ``model`` (a peft model's base) takes ``keyword``."""
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    return keyword in inspect.signature(base.forward).parameters
+
+
+def cache_keyword(model: Any) -> str:
+    """Return the name of the KV cache in the forward and generate arguments and the outputs.
+
+    transformers 5.24 renamed ``past_key_values`` to ``cache`` (the old name is deprecated,
+    in ``forward`` until 5.40, in ``generate`` and the outputs until 6.0, and logged as such);
+    earlier 5.x releases know only the old name.
+    """
+    return "cache" if forward_takes(model, "cache") else "past_key_values"
 
 
 def _row_states(past: DynamicCache, row: int, slots: Sequence[int], start: int) -> torch.Tensor:

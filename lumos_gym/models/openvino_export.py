@@ -50,6 +50,7 @@ from lumos_gym.errors import BackendError
 from lumos_gym.jsonl import publish_folder
 from lumos_gym.models.hf import (
     attach_adapters,
+    cache_keyword,
     ensure_alias_cache,
     load_model,
     load_tokenizer,
@@ -90,15 +91,16 @@ class _CacheAsTensors(torch.nn.Module):
             # which the tracer records as a rank-1 concat
             layer.lazy_initialization(past[2 * i], past[2 * i + 1])
             layer.keys, layer.values = past[2 * i], past[2 * i + 1]
+        keyword = cache_keyword(self.model)
         out = self.model(
             input_ids=input_ids,
             attention_mask=mask,
             position_ids=position_ids,
-            past_key_values=cache,
             use_cache=True,
+            **{keyword: cache},
         )
         flat: list[torch.Tensor] = []
-        for layer in out.past_key_values.layers[: self.layers]:
+        for layer in out[keyword].layers[: self.layers]:
             flat += [layer.keys, layer.values]
         return (out.logits, *flat)
 
@@ -135,9 +137,8 @@ def convert(model: Any) -> ov.Model:
     try:
         with torch.no_grad(), warnings.catch_warnings():
             # the tracer warns about every shape read as a Python value (the wrapper's are
-            # meant), and transformers about its renamed cache argument: nothing to act on
+            # meant): nothing to act on
             warnings.simplefilter("ignore", torch.jit.TracerWarning)
-            warnings.filterwarnings("ignore", ".*past_key_values.*", FutureWarning)
             warnings.filterwarnings("ignore", ".*torch.jit.trace", DeprecationWarning)
             converted = ov.convert_model(
                 _CacheAsTensors(model, layers), example_input=example,

@@ -3,22 +3,30 @@
 The command goes to the episode's game as typed (one pair of surrounding quotes removed) and
 the game's answer is the result; the game's parser judges the command, so a command it does
 not understand gets the game's own answer. An empty, multi-line or over-long command is an
-error of the agent (``Error: Command: ...``) and never reaches the game.
+error of the agent (``Error: Command: ...``) and never reaches the game, and so is one naming
+an interpreter command that reads or writes files (:data:`FILE_COMMANDS`: ``save`` and
+``script`` would write a saved game or a transcript into the working directory).
 """
 
 from __future__ import annotations
 
+import re
 from typing import Protocol, runtime_checkable
 
 from lumos_gym.actions import Action
 from lumos_gym.errors import ToolError
 from lumos_gym.tools.base import Tool, ToolContext, ToolResult, ToolSpec
 
-__all__ = ["MAX_COMMAND_CHARS", "Command", "GameChannel"]
+__all__ = ["FILE_COMMANDS", "MAX_COMMAND_CHARS", "Command", "GameChannel"]
 
 #: Longest command sent to a game.
 MAX_COMMAND_CHARS = 200
 _QUOTES = ("'", '"', "`")
+#: The interpreter commands that read or write files (saved games, transcripts, recordings of
+#: commands), refused wherever they stand in a command (Inform reads ``look. save`` as two).
+FILE_COMMANDS = frozenset(
+    ["save", "restore", "script", "transcript", "unscript", "noscript", "recording", "replay"]
+)
 
 
 @runtime_checkable
@@ -50,6 +58,10 @@ def _command_text(raw: str, limit: int) -> str:
         raise ToolError("a command is one line; send one command per Command action")
     if len(text) > limit:
         raise ToolError(f"the command has {len(text)} characters; at most {limit}")
+    files = FILE_COMMANDS.intersection(re.findall(r"[a-z]+", text.lower()))
+    if files:
+        raise ToolError(f"{min(files)!r} reads or writes files of the game interpreter; "
+                        "play the game with its own commands")
     return " ".join(text.split())
 
 

@@ -39,7 +39,7 @@ FAMILY = Family(
         OfflineSplit("mbpp-sample", "lumos/MBPP-v0", {}, "test"),
     ),
     metrics={"pass@1": (("pass@1", None), ("tests_passed", "tests_passed_fraction"))},
-    lumos_rounds=5,
+    lumos_rounds=5,  # a family the original did not evaluate: its QA limit
     # a family Lumos did not train: its records' domain is its task type, "code", and the
     # reference mixture leaves it out
 )

@@ -56,6 +56,6 @@ FAMILY = Family(
                      {"split": "test", "levels": [1, 2], "num_tasks": 1}, "test"),
     ),
     metrics={"score": (("score", None), ("win_rate", "success"))},
-    lumos_rounds=10,
+    lumos_rounds=10,  # the original evaluated no text game: this project's choice
     mix={"game": 80},
 )

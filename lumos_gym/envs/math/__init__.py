@@ -65,7 +65,11 @@ FAMILY = Family(
         OfflineSplit("asdiv-sample", "lumos/ASDiv-v0", {}, "test"),
     ),
     metrics={"accuracy": (("accuracy", None),)},
-    lumos_rounds=8,  # the original GSM8K loop: 16 module calls, 8 subgoals (SVAMP's: 4)
+    # The original evaluation loops alternate a planner and a grounder call: GSM8K's makes 16
+    # calls, 8 subgoals (allenai/lumos eval/gsm/run_eval.py, lumos_iterative: range(16)), and
+    # SVAMP's 4 calls, 2 subgoals (eval/svamp/run_eval.py: range(4)). ASDiv and MathWord,
+    # which the original did not evaluate, take GSM8K's.
+    lumos_rounds={"math": 8, "svamp": 2},
     domains={"math": "maths"},
     mix={"maths": 170},
     domain_actions={

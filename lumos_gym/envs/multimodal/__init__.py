@@ -56,6 +56,7 @@ FAMILY = Family(
         # A-OKVQA: multiple-choice accuracy (the reward) and direct-answer accuracy
         "mc_accuracy": (("mc_accuracy", None), ("da_accuracy", "da_accuracy")),
     },
+    # the original's released evaluation code has no A-OKVQA or ScienceQA loop: its QA limit
     lumos_rounds=5,
     mix={"multimodal": 100},
 )

@@ -85,7 +85,10 @@ FAMILY = Family(
     metrics={
         "accuracy": (("accuracy", None), ("exact_match", "exact_match"), ("f1", "f1")),
     },
-    lumos_rounds=5,  # the original HotpotQA and StrategyQA loops: 10 module calls
+    # The original HotpotQA and StrategyQA loops: 10 alternating planner and grounder calls, 5
+    # subgoals (allenai/lumos eval/hotpotqa/run_eval.py and eval/strategyqa/run_eval.py,
+    # lumos_iterative: range(10)); the other QA datasets take theirs.
+    lumos_rounds=5,
     domains={"qa": "complex_qa"},
     mix={"complex_qa": 140},
     domain_actions={

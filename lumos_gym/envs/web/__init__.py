@@ -59,7 +59,11 @@ FAMILY = Family(
         # WebShop: the average reward (Lumos' number) and the success rate (reward 1)
         "reward": (("average_reward", None), ("success_rate", "success")),
     },
-    lumos_rounds=10,  # the original loops: Mind2Web 15 module calls, WebShop 10
+    # The original loops: Mind2Web plans and grounds a subgoal in each of its 15 rounds, 15
+    # subgoals (allenai/lumos eval/mind2web/run_eval.py, lumos_iterative: range(15); Lumos'
+    # own in-context web example, data/incontext.py, has 11); WebShop's 10 rounds alternate
+    # the planner and the grounder, 5 subgoals (eval/webshop/run_eval.py: range(10)).
+    lumos_rounds={"web": 15, "webshop": 5},
     # Mind2Web's records are Lumos' web_agent domain; WebShop's actions have their own
     domains={"web": "web_agent", "webshop": "webshop"},
     mix={"webshop": 90, "web_agent": 60},
