@@ -279,6 +279,8 @@ def test_same_seed_same_summary_and_provenance(tmp_path, half_right):
     assert gsm["data"]["source"]["kind"] == "bundled" and len(gsm["data"]["source"]["sha256"]) == 64
     assert gsm["task_ids"] == [f"gsm8k/sample/{i}" for i in range(5)] and gsm["seeds"] == [0]
     assert run["decoding"]["temperature"] == 0.0 and run["models"] == {"policy": "scripted"}
+    limits = run["round_limits"]  # what bounded the episodes, since max_rounds is not given
+    assert limits["task_types"]["math"] == 8 and limits["datasets"]["webshop"] == 5
     assert run["plan"]["episodes"] == 10 and len(run["plan"]["keys"]) == 10
     assert sa["provenance"]["plan"]["keys_sha256"] == run["plan"]["keys_sha256"]
 

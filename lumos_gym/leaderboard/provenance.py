@@ -27,6 +27,7 @@ import gymnasium as gym
 import lumos_gym
 from lumos_gym import __version__
 from lumos_gym.agents.base import Agent
+from lumos_gym.agents.lumos import DATASET_ROUNDS, LUMOS_ROUNDS
 from lumos_gym.envs.sources import file_sha256, tasks_sha256
 from lumos_gym.jsonl import cache_root
 from lumos_gym.models.base import Backend
@@ -255,6 +256,9 @@ def provenance(
         "agent": described,
         "decoding": {k: config.get(k) for k in ("max_new_tokens", "temperature", "seed",
                                                  "max_rounds")},
+        # the subgoal limits in force where --max-rounds is not given (a dataset's wins)
+        "round_limits": {"task_types": dict(sorted(LUMOS_ROUNDS.items())),
+                         "datasets": dict(sorted(DATASET_ROUNDS.items()))},
         "backends": backend_info,
         "backend": sorted({info["backend"] for info in backend_info.values()}),
         "models": {role: info["model_id"] for role, info in backend_info.items()},
