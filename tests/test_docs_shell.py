@@ -87,9 +87,8 @@ def checkout(tmp_path_factory) -> Path:
 def test_shell_block_runs(name, script, checkout):
     env = {**os.environ, "PATH": f"{Path(sys.prefix) / 'bin'}{os.pathsep}{os.environ['PATH']}"}
     env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", PYTHONPATH=str(ROOT))
-    env.pop(
-        "LUMOS_GYM_BACKEND", None
-    )  # the conftest's choice for in-process tests: a user has none
+    # the conftest's backend choice is for in-process tests: a user has none
+    env.pop("LUMOS_GYM_BACKEND", None)
     done = subprocess.run(
         ["bash", "-e", "-o", "pipefail", "-c", script],
         cwd=checkout,
