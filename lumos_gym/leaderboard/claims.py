@@ -62,8 +62,9 @@ GENERALISATION = (
     "(c) Generalisation: the paper's unified Lumos-I_All scores 39.8 on WebShop, a task none of "
     "its agents trained on, against 34.7, 30.1 and 33.5 for Lumos-I trained on web, math or QA "
     "alone. Measuring it here takes agents trained on one family each and one trained with a "
-    "family left out (the shop or the games), scored on that family: `lumos-gym reproduce` does "
-    "not train those yet, so this claim is not measured."
+    "family left out (the shop or the games), scored on that family: `lumos-gym reproduce "
+    "--families` and `--leave-out` train them, but no such run has been scored yet, so this "
+    "claim is not measured."
 )
 
 
