@@ -290,3 +290,43 @@ def test_a_resumed_run_keeps_the_sessions_that_wrote_its_episodes(tmp_path):
                        resume=True))
     third = json.loads((out / "run.json").read_text())
     assert len(third["sessions"]) == 2 and third["sessions"][0] == second["sessions"][0]
+
+
+def test_cards_name_the_reward_of_expert_iteration_and_grpo(tmp_path):
+    from lumos_gym.leaderboard.provenance import training_card
+
+    # expert iteration: the training files lie beside export.json (export --from-results)
+    data = tmp_path / "round-1" / "data"
+    data.mkdir(parents=True)
+    train_env = 'lumos/MathWord-v0 {"split": "train"}'
+    (data / "export.json").write_text(json.dumps({
+        "min_reward": 1.0, "episodes": 40, "annotations": 12,
+        "sources": [{"results": str(tmp_path / "samples-0"), "envs": [train_env]}]}))
+    sft = tmp_path / "round-1" / "planner"
+    sft.mkdir()
+    (sft / "lumos_training.json").write_text(json.dumps({
+        "config": {"recipe": "cpu-small", "seed": 0, "batch_size": 8, "lr": 4e-4},
+        "steps": 20, "train_examples": 12,
+        "data_sha256": {str(data / "plan-iterative.jsonl"): "ab" * 32}}))
+    card = training_card(sft)
+    assert card["reward_source"] == {"method": "expert iteration", "min_reward": 1.0,
+                                     "episodes": 40, "annotations": 12, "envs": [train_env],
+                                     "results": ["samples-0"]}
+    # GRPO: the run's report sits one level above each role's adapter
+    grpo = tmp_path / "grpo"
+    (grpo / "planner").mkdir(parents=True)
+    (grpo / "lumos_grpo.json").write_text(json.dumps({
+        "method": "grpo", "base_model": "smollm2-135m", "steps": 30, "reward": "env reward",
+        "envs": [["lumos/MathWord-v0", {"split": "train"}]], "sampled_tokens": 9000,
+        "device": "cpu", "config": {"recipe": "cpu-small", "seed": 1, "tasks_per_step": 4,
+                                    "group_size": 4, "beta": 0.04, "lr": 1e-5,
+                                    "adapters": {"planner": "/x/lumos-i/planner"}}}))
+    rl = training_card(grpo / "planner")
+    assert rl["steps"] == 30 and rl["batch_size"] == 16 and rl["seed"] == 1
+    assert rl["reward_source"]["envs"] == [train_env]
+    assert training_card(tmp_path / "nothing") is None
+    run = _run({"planner": rl, "grounder": card})
+    text = card_text(run)
+    assert ("planner: GRPO from planner planner, seed 1, 30 steps of 16 episodes (groups of 4, "
+            "KL weight 0.04) on " + train_env + ", reward: env reward") in text
+    assert "exported from episodes with reward >= 1.0 of samples-0 on " + train_env in text

@@ -50,6 +50,10 @@ PLAN_ROLES = {"lumos-i": "planner", "integrated": "policy"}
 
 _SUBGOAL_LINE = re.compile(r"Subgoal \d+: (.*)\Z", re.DOTALL)
 
+#: The report ``lumos-gym export --from-results`` writes beside its records: the results
+#: folders, their agent and envs, the reward threshold and the counts.
+EXPORT_REPORT = "export.json"
+
 
 @dataclass
 class EpisodeConversion:
@@ -222,6 +226,7 @@ def annotations_from_episodes(
 
 
 __all__ = [
+    "EXPORT_REPORT",
     "PLAN_ROLES",
     "EpisodeConversion",
     "annotations_from_episodes",

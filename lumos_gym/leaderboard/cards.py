@@ -103,13 +103,7 @@ def card_text(run: Mapping[str, Any]) -> str:
     args = run.get("model_args")
     if args:
         parts.append("model args " + ", ".join(f"{k}={v}" for k, v in sorted(args.items())))
-    for role, card in role_cards(run).items():
-        files = (card.get("data") or {}).items()
-        data = ", ".join(f"{name} {digest[:8]}" for name, digest in files)
-        parts.append(
-            f"{role}: {card.get('recipe')} seed {card.get('seed')}, {card.get('steps')} steps of "
-            f"{card.get('batch_size')}, {card.get('train_examples')} records ({data or 'no data'})"
-        )
+    parts += [f"{role}: {_role_text(card)}" for role, card in role_cards(run).items()]
     if not role_cards(run):
         parts.append("no training card (shipped or untrained models, or an older run)")
     for session in run.get("sessions") or []:
@@ -117,6 +111,26 @@ def card_text(run: Mapping[str, Any]) -> str:
         parts.append(f"resumed: an earlier session at {str(earlier.get('commit') or '?')[:7]}"
                      f"{' (dirty)' if earlier.get('dirty') else ''}, {session.get('started')}")
     return "; ".join(parts)
+
+
+def _role_text(card: Mapping[str, Any]) -> str:
+    """How one adapter was trained: recipe, seed, steps, data; and its reward, if it had one."""
+    rewarded = card.get("reward_source") or {}
+    envs = ", ".join(rewarded.get("envs") or []) or "?"
+    if rewarded.get("method") == "grpo":
+        start = ", ".join(f"{r} {a}" for r, a in sorted((rewarded.get("start") or {}).items()))
+        return (f"GRPO from {start or '?'}, seed {card.get('seed')}, {card.get('steps')} steps "
+                f"of {card.get('batch_size')} episodes (groups of {rewarded.get('group_size')}, "
+                f"KL weight {rewarded.get('beta')}) on {envs}, reward: {rewarded.get('reward')}; "
+                f"{rewarded.get('sampled_tokens')} tokens sampled on {rewarded.get('device')}")
+    files = (card.get("data") or {}).items()
+    data = ", ".join(f"{name} {digest[:8]}" for name, digest in files)
+    text = (f"{card.get('recipe')} seed {card.get('seed')}, {card.get('steps')} steps of "
+            f"{card.get('batch_size')}, {card.get('train_examples')} records ({data or 'no data'})")
+    if rewarded:
+        text += (f", exported from episodes with reward >= {rewarded.get('min_reward')} of "
+                 f"{', '.join(rewarded.get('results') or []) or '?'} on {envs}")
+    return text
 
 
 def _budget_key(row: Row) -> str | None:

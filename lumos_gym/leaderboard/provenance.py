@@ -28,9 +28,11 @@ import lumos_gym
 from lumos_gym import __version__
 from lumos_gym.agents.base import Agent
 from lumos_gym.agents.lumos import DATASET_ROUNDS, LUMOS_ROUNDS
+from lumos_gym.conversion.episodes import EXPORT_REPORT
 from lumos_gym.envs.sources import file_sha256, tasks_sha256
 from lumos_gym.jsonl import cache_root
 from lumos_gym.models.base import Backend
+from lumos_gym.training.grpo import REPORT_FILE as GRPO_REPORT
 from lumos_gym.training.trainer import REPORT_FILE
 
 
@@ -199,13 +201,12 @@ def training_card(folder: Path) -> dict[str, Any] | None:
     the versions that trained it: what a leaderboard row needs to say which data, budget and
     seed made its models.
     """
-    try:
-        report = json.loads((folder / REPORT_FILE).read_text("utf-8"))
-    except (OSError, ValueError):
-        return None
+    report = _read_json(folder / REPORT_FILE)
+    if report is None:
+        return _grpo_card(folder)
     config = report.get("config") or {}
     data = report.get("data_sha256") or {}
-    return {
+    card = {
         "base_model": config.get("base_model"),
         "recipe": config.get("recipe"),
         "seed": config.get("seed"),
@@ -219,6 +220,60 @@ def training_card(folder: Path) -> dict[str, Any] | None:
         "seconds": report.get("seconds"),
         "torch": report.get("torch_version"),
         "lumos_gym": report.get("lumos_gym_version"),
+    }
+    rewarded = _reward_source(data)
+    if rewarded is not None:
+        card["reward_source"] = rewarded
+    return card
+
+
+def _read_json(path: Path) -> dict[str, Any] | None:
+    try:
+        value = json.loads(path.read_text("utf-8"))
+    except (OSError, ValueError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _reward_source(data: Mapping[str, Any]) -> dict[str, Any] | None:
+    """Where records exported from rewarded episodes came from (expert iteration), if they did.
+
+    ``lumos-gym export --from-results`` writes ``export.json`` beside the records: the results
+    folders, their agent and envs (with their arguments, so the split), and the threshold.
+    """
+    for name in sorted(data):
+        report = _read_json(Path(str(name)).parent / EXPORT_REPORT)
+        if report is not None:
+            sources = report.get("sources") or []
+            return {
+                "method": "expert iteration", "min_reward": report.get("min_reward"),
+                "episodes": report.get("episodes"), "annotations": report.get("annotations"),
+                "envs": sorted({e for s in sources for e in s.get("envs") or []}),
+                "results": [Path(str(s.get("results"))).name for s in sources],
+            }
+    return None
+
+
+def _grpo_card(folder: Path) -> dict[str, Any] | None:
+    """The card of an adapter trained by ``lumos-gym grpo`` (its run's report, one level up)."""
+    report = _read_json(folder.parent / GRPO_REPORT)
+    if report is None or report.get("method") != "grpo":
+        return None
+    config = report.get("config") or {}
+    return {
+        "base_model": report.get("base_model"), "recipe": config.get("recipe"),
+        "seed": config.get("seed"), "steps": report.get("steps"),
+        "batch_size": (config.get("tasks_per_step") or 0) * (config.get("group_size") or 0),
+        "lr": config.get("lr"), "data": {},
+        "reward_source": {
+            "method": "grpo", "reward": report.get("reward"),
+            "envs": [f"{e} {json.dumps(k)}" for e, k in report.get("envs") or []],
+            "group_size": config.get("group_size"), "beta": config.get("beta"),
+            "start": {r: Path(str(a)).name for r, a in (config.get("adapters") or {}).items()},
+            "sampled_tokens": report.get("sampled_tokens"), "device": report.get("device"),
+            "first_reward": report.get("first_reward"), "final_reward": report.get("final_reward"),
+        },
+        "seconds": report.get("seconds"), "lumos_gym": report.get("lumos_gym_version"),
     }
 
 

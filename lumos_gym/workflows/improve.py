@@ -26,7 +26,7 @@ from typing import Any
 
 from lumos_gym.agents.base import AgentConfig
 from lumos_gym.conversion.annotation import write_annotations
-from lumos_gym.conversion.episodes import PLAN_ROLES, annotations_from_episodes
+from lumos_gym.conversion.episodes import EXPORT_REPORT, PLAN_ROLES, annotations_from_episodes
 from lumos_gym.conversion.exports import FORMATS, Rejected, export_records, write_records
 from lumos_gym.errors import LumosGymError
 from lumos_gym.jsonl import write_json_atomic
@@ -42,8 +42,6 @@ MODULE_FORMATS: dict[str, dict[str, str]] = {
     "integrated": {"policy": "integrated"},
 }
 
-EXPORT_REPORT = "export.json"
-"""The report :func:`export_from_results` writes beside the records."""
 
 
 def _results_records(folder: Path) -> tuple[list[dict[str, Any]], dict[str, Any]]:
