@@ -58,6 +58,16 @@ def write_json_atomic(path: str | Path, data: Any) -> None:
         f.write("\n")
 
 
+def read_json_object(path: str | Path) -> dict[str, Any] | None:
+    """Return the JSON object in ``path``, or None when it is missing, unreadable or not one."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            value = json.load(f)
+    except (OSError, ValueError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
 def publish_folder(dest: str | Path, fill: Callable[[Path], bool]) -> bool:
     """Make the folder ``dest`` in one rename: ``fill`` writes it in a temporary sibling first.
 

@@ -30,7 +30,7 @@ from lumos_gym.agents.base import Agent
 from lumos_gym.agents.lumos import DATASET_ROUNDS, LUMOS_ROUNDS
 from lumos_gym.conversion.episodes import EXPORT_REPORT
 from lumos_gym.envs.sources import file_sha256, tasks_sha256
-from lumos_gym.jsonl import cache_root
+from lumos_gym.jsonl import cache_root, read_json_object
 from lumos_gym.models.base import Backend
 from lumos_gym.training.grpo import REPORT_FILE as GRPO_REPORT
 from lumos_gym.training.trainer import REPORT_FILE
@@ -201,7 +201,7 @@ def training_card(folder: Path) -> dict[str, Any] | None:
     the versions that trained it: what a leaderboard row needs to say which data, budget and
     seed made its models.
     """
-    report = _read_json(folder / REPORT_FILE)
+    report = read_json_object(folder / REPORT_FILE)
     if report is None:
         return _grpo_card(folder)
     config = report.get("config") or {}
@@ -227,14 +227,6 @@ def training_card(folder: Path) -> dict[str, Any] | None:
     return card
 
 
-def _read_json(path: Path) -> dict[str, Any] | None:
-    try:
-        value = json.loads(path.read_text("utf-8"))
-    except (OSError, ValueError):
-        return None
-    return value if isinstance(value, dict) else None
-
-
 def _reward_source(data: Mapping[str, Any]) -> dict[str, Any] | None:
     """Where records exported from rewarded episodes came from (expert iteration), if they did.
 
@@ -242,7 +234,7 @@ def _reward_source(data: Mapping[str, Any]) -> dict[str, Any] | None:
     folders, their agent and envs (with their arguments, so the split), and the threshold.
     """
     for name in sorted(data):
-        report = _read_json(Path(str(name)).parent / EXPORT_REPORT)
+        report = read_json_object(Path(str(name)).parent / EXPORT_REPORT)
         if report is not None:
             sources = report.get("sources") or []
             return {
@@ -256,7 +248,7 @@ def _reward_source(data: Mapping[str, Any]) -> dict[str, Any] | None:
 
 def _grpo_card(folder: Path) -> dict[str, Any] | None:
     """The card of an adapter trained by ``lumos-gym grpo`` (its run's report, one level up)."""
-    report = _read_json(folder.parent / GRPO_REPORT)
+    report = read_json_object(folder.parent / GRPO_REPORT)
     if report is None or report.get("method") != "grpo":
         return None
     config = report.get("config") or {}

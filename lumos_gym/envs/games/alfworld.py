@@ -57,7 +57,7 @@ from lumos_gym.envs.games.base import (
 from lumos_gym.envs.sources import GeneratedSource, TaskSource
 from lumos_gym.envs.tasks import Task
 from lumos_gym.errors import DataError, LumosGymError
-from lumos_gym.jsonl import cache_root, publish_folder
+from lumos_gym.jsonl import cache_root, publish_folder, read_json_object
 
 __all__ = [
     "LEVELS",
@@ -644,21 +644,13 @@ def _make_task(task_id: str, path: Path, question: str, commands: Sequence[str],
     )
 
 
-def _read_json(path: Path) -> dict[str, Any] | None:
-    try:
-        with open(path, encoding="utf-8") as f:
-            return dict(json.load(f))
-    except (OSError, ValueError):
-        return None
-
-
 def _ensure_problem(
     task_type: str, seed: int, split: str, root: Path, host: Callable[[], Any], level: int = 2
 ) -> Path:
     """Return the folder of a cached, solved problem, generating and planning it when needed."""
     # level 2 keeps the folders of the generator before levels (the same problems)
     folder = (root / split if level == 2 else root / split / f"l{level}") / task_type / str(seed)
-    if _read_json(folder / _TASK_FILE) is not None:
+    if read_json_object(folder / _TASK_FILE) is not None:
         return folder
     domain, grammar = alfred_logic()
     for attempt in range(_ATTEMPTS):
@@ -689,7 +681,7 @@ def _ensure_problem(
             return True
 
         # another process may have cached the same problem first: theirs is used then
-        if publish_folder(folder, solve) and _read_json(folder / _TASK_FILE) is not None:
+        if publish_folder(folder, solve) and read_json_object(folder / _TASK_FILE) is not None:
             return folder
     raise LumosGymError(f"no solvable level-{level} {task_type} problem for seed {seed} in "
                         f"{_ATTEMPTS} draws")
@@ -699,8 +691,8 @@ def _generated_task(
     task_type: str, seed: int, split: str, root: Path, host: Callable[[], Any], level: int = 2
 ) -> Task:
     folder = _ensure_problem(task_type, seed, split, root, host, level)
-    info = _read_json(folder / _TASK_FILE) or {}
-    game = _read_json(folder / "game.tw-pddl") or {}
+    info = read_json_object(folder / _TASK_FILE) or {}
+    game = read_json_object(folder / "game.tw-pddl") or {}
     question = _task_question(str(info.get("description", "")))
     meta = {"task_type": task_type, "level": level, "split": split, "seed": seed,
             "room": info.get("room"),
@@ -740,7 +732,7 @@ def find_official_games(
         if "movable" in str(trial) or "Sliced" in str(trial):
             continue  # ALFWorld's text envs skip these too
         game = trial / "game.tw-pddl"
-        record = _read_json(traj) or {}
+        record = read_json_object(traj) or {}
         task_type = str(record.get("task_type", ""))
         if task_type not in task_types or not game.is_file():
             continue
@@ -754,7 +746,7 @@ _TASK_RULE = re.compile(r"Your task is to: ([^\"\\]*)")
 def _official_task(
     game: Path, task_type: str, split: str, plan_gold: bool, host: Callable[[], Any]
 ) -> Task | None:
-    data = _read_json(game)
+    data = read_json_object(game)
     if data is None or not data.get("solvable"):
         return None
     match = _TASK_RULE.search(str(data.get("grammar", "")))
