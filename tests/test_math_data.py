@@ -29,10 +29,13 @@ from lumos_gym.envs.math.data import (
 )
 from lumos_gym.envs.math.mathword import (
     LEVEL_CATEGORIES,
+    VALIDATION_GUARD,
+    VALIDATION_START,
     MathWordGenerator,
     split_of,
     template_names,
 )
+from lumos_gym.envs.math.official import MathWordEnv
 from lumos_gym.errors import DataError
 from lumos_gym.scoring.answers import (
     MAX_NUMBER_CHARS,
@@ -642,6 +645,24 @@ def test_mathword_splits_are_disjoint():
         gen.split("dev", 1, level=1)
     with pytest.raises(ValueError):
         gen.problem(0, seed=0, level=6)
+
+
+def test_mathword_validation_split_shares_no_question_with_train_or_test():
+    gen = MathWordGenerator()
+    for level in (1, 3):
+        val = gen.split("validation", 30, seed=0, level=level)
+        assert len({t.question for t in val}) == 30
+        assert all(t.meta["split"] == "validation" and split_of(t.question) == "train"
+                   for t in val)
+        assert all(int(t.id.rsplit("/", 1)[1]) >= VALIDATION_START for t in val)
+        guarded = {t.question for t in gen.split("train", VALIDATION_GUARD, seed=0, level=level)}
+        assert not guarded & {t.question for t in val}
+        assert gen.split("validation", 30, seed=0, level=level) == val  # deterministic
+    env = MathWordEnv(split="validation", levels=[2], num_tasks=3)
+    try:
+        assert [t.meta["split"] for t in env.tasks] == ["validation"] * 3
+    finally:
+        env.close()
 
 
 # ---------------------------------------------------------------------------------------------

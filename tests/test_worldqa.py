@@ -189,6 +189,22 @@ def test_splits_share_no_name_and_no_question():
             assert all(word_split(w) == "test" for w in generated), title
 
 
+def test_a_validation_world_shares_no_name_with_train_or_test():
+    for seed in range(2):
+        val_world, val_tasks = tasks_of(seed, "validation")
+        train_world, train_tasks = tasks_of(seed, "train")
+        test_world, _ = tasks_of(seed, "test")
+        assert set(val_world.pages).isdisjoint(train_world.pages)
+        assert set(val_world.pages).isdisjoint(test_world.pages)
+        assert {t.question for t in val_tasks}.isdisjoint(t.question for t in train_tasks)
+        assert {t.id.split("/")[1] for t in val_tasks} == {"validation"}
+        for title in val_world.pages:
+            generated = [w for w in title.split() if w.lower() not in _FIXED_WORDS]
+            assert all(word_split(w) == "train" for w in generated), title
+        for task in val_tasks:
+            assert solve(val_world, task.question) == task.answer.replace(",", ""), task.id
+
+
 def test_answers_are_unambiguous_over_many_seeds():
     checked = 0
     for seed in range(25):

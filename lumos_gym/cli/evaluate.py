@@ -70,8 +70,9 @@ def _add_model_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-reference", action="store_true",
                    help="with no model named, run the untrained base model instead of the "
                    "shipped reference adapters (lumos-i)")
-    p.add_argument("--batch-size", type=positive_int, default=8,
-                   help="episodes in flight (batch size)")
+    p.add_argument("--batch-size", type=positive_int, default=32,
+                   help="episodes in flight (batch size; 32 by default: the demo's episodes "
+                   "were the same at 8, 16 and 32, and 32 was the fastest)")
     p.add_argument("--device", default=None, help="torch device (hf) or OpenVINO device (openvino)")
     p.add_argument("--dtype", default=None,
                    help="torch dtype (hf), or the precision of the openvino backend (f32, bf16)")

@@ -11,7 +11,7 @@ from lumos_gym.agents.base import AgentConfig
 from lumos_gym.cli.args import parse_kwargs
 from lumos_gym.envs.registration import resolve_env_id
 from lumos_gym.errors import LumosGymError
-from lumos_gym.models.factory import ModelOptions
+from lumos_gym.models.factory import ModelOptions, default_backend
 from lumos_gym.workflows.improve import ImproveConfig, improve
 
 
@@ -57,7 +57,9 @@ def add_improve(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--min-reward", type=float, default=1.0)
     p.add_argument("--recipe", default="cpu-small", help="the training recipe")
     p.add_argument("--max-steps", type=int, default=None, help="training steps per round")
-    p.add_argument("--backend", default="hf", choices=["hf", "openvino", "openai", "vllm"])
+    p.add_argument("--backend", default=None, choices=["hf", "openvino", "openai", "vllm"],
+                   help="the engine of the sampling and scoring runs (by default as evaluate's)")
+    p.add_argument("--batch-size", type=int, default=32, help="episodes in flight")
     p.set_defaults(func=cmd_improve)
 
 
@@ -70,8 +72,10 @@ def cmd_improve(args: argparse.Namespace) -> int:
         temperature=args.temperature or 0.7, limit=args.limit, val_limit=args.val_limit,
         min_reward=args.min_reward, recipe=args.recipe,
         train={"max_steps": args.max_steps} if args.max_steps else {},
-        models=ModelOptions(backend=args.backend, options={} if args.device == "auto"
-                            else {"device": args.device}), agent_config=agent,
+        models=ModelOptions(backend=args.backend or default_backend(),
+                            batch_size=args.batch_size,
+                            options={} if args.device == "auto" else {"device": args.device}),
+        agent_config=agent,
     ))
     for row in report["rounds"]:
         print(f"round {row['round']}: validation {row['validation']:.4f}")

@@ -38,7 +38,7 @@ from typing import Any
 from lumos_gym.actions import Action, split_list, substitute
 from lumos_gym.errors import LumosGymError, ToolError
 from lumos_gym.models.base import Backend, Completion, GenerationRequest
-from lumos_gym.models.factory import ADAPTER_BACKENDS, backend_from_spec
+from lumos_gym.models.factory import ADAPTER_BACKENDS, backend_from_spec, default_backend
 from lumos_gym.models.reference import REFERENCE_ROOT
 from lumos_gym.models.sources import adapter_folder_base
 from lumos_gym.prompts import render_inference
@@ -129,9 +129,12 @@ def parse_qa_output(text: str) -> str | None:
 def default_qa_model(reference: bool | None = None) -> str:
     """Return the model spec the ``QA`` tool uses when none is named.
 
-    That is ``hf:<QA_REFERENCE_ADAPTER>`` (SmolLM2-135M with the shipped reference QA adapter)
-    when the folder holds an adapter (``adapter_config.json``) and the reference is wanted,
-    and :data:`DEFAULT_QA_MODEL` (the untrained model) otherwise.
+    That is ``ENGINE:<QA_REFERENCE_ADAPTER>`` (SmolLM2-135M with the shipped reference QA
+    adapter) when the folder holds an adapter (``adapter_config.json``) and the reference is
+    wanted, and :data:`DEFAULT_QA_MODEL` (the untrained model) otherwise. ``ENGINE`` is
+    ``openvino`` where that is the default backend (:func:`~lumos_gym.models.factory.
+    default_backend`: a CPU machine with the ``openvino`` extra), else ``hf``. On the offline
+    suite both engines gave every episode the same turns (docs/speed.md); OpenVINO is faster.
 
     Args:
         reference: whether to use the reference adapter; by default yes, unless the
@@ -141,7 +144,8 @@ def default_qa_model(reference: bool | None = None) -> str:
         flag = os.environ.get(QA_REFERENCE_ENV, "").strip().lower()
         reference = flag not in ("0", "false", "no", "off")
     if reference and (QA_REFERENCE_ADAPTER / "adapter_config.json").is_file():
-        return f"hf:{QA_REFERENCE_ADAPTER}"
+        engine = "openvino" if default_backend() == "openvino" else "hf"
+        return f"{engine}:{QA_REFERENCE_ADAPTER}"
     return DEFAULT_QA_MODEL
 
 

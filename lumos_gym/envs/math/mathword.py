@@ -27,6 +27,12 @@ disjoint by content: a problem belongs to ``test`` when the SHA-256 of its quest
 in the test bucket (1 in 5), else to ``train``; a split walks the indices from 0 and keeps the
 problems of its bucket, dropping repeated questions, so no question text is in both splits
 whatever seeds they use.
+
+A ``validation`` split, for choices made before a test run (the rounds of ``lumos-gym
+improve``, learning rates), takes train-bucket questions, so it never shares one with
+``test``; it walks the indices from :data:`VALIDATION_START`, which no train walk reaches, and
+drops every question that is among the first :data:`VALIDATION_GUARD` train problems of the
+same seed and level (more than any recipe here trains on), so it shares none with them either.
 """
 
 from __future__ import annotations
@@ -58,7 +64,11 @@ LEVEL_CATEGORIES: dict[int, tuple[str, ...]] = {
 _TEST_BUCKETS = 5  # one problem in five belongs to the test split
 _MAX_VALUE = Fraction(100_000)
 _ATTEMPTS = 200
-_SPLITS = ("train", "test")
+_SPLITS = ("train", "validation", "test")
+VALIDATION_START = 1_000_000
+"""The first generator index of the ``validation`` split (train walks start at 0)."""
+VALIDATION_GUARD = 2_000
+"""How many of the first train problems of a seed and level validation questions avoid."""
 
 # ---------------------------------------------------------------------------------------------
 # Vocabulary
@@ -1382,7 +1392,7 @@ class MathWordGenerator:
         """Yield the problems of one split, in index order, without repeated questions.
 
         Args:
-            split: ``"train"`` or ``"test"``.
+            split: ``"train"``, ``"validation"`` or ``"test"``.
             seed: the seed.
             level: difficulty 1..5.
 
@@ -1391,6 +1401,9 @@ class MathWordGenerator:
         """
         if split not in _SPLITS:
             raise ValueError(f"split must be one of {_SPLITS}, got {split!r}")
+        if split == "validation":
+            yield from self._iter_validation(seed=seed, level=level)
+            return
         seen: set[str] = set()
         index = 0
         while True:
@@ -1399,6 +1412,17 @@ class MathWordGenerator:
             if task.meta["split"] == split and task.question not in seen:
                 seen.add(task.question)
                 yield task
+
+    def _iter_validation(self, *, seed: int, level: int) -> Iterator[Task]:
+        """Train-bucket problems from :data:`VALIDATION_START`, none of the guarded train ones."""
+        seen = set(_train_questions(self, seed, level))
+        index = VALIDATION_START
+        while True:
+            task = self.problem(index, seed=seed, level=level)
+            index += 1
+            if task.meta["split"] == "train" and task.question not in seen:
+                seen.add(task.question)
+                yield replace(task, meta={**task.meta, "split": "validation"})
 
     def split(self, split: str, n: int, *, seed: int = 0, level: int) -> list[Task]:
         """Return the first ``n`` problems of a split (disjoint from the other split by content).
@@ -1422,3 +1446,15 @@ class MathWordGenerator:
                 break
             out.append(task)
         return out
+
+
+_TRAIN_QUESTIONS: dict[tuple[int, int], frozenset[str]] = {}
+
+
+def _train_questions(generator: MathWordGenerator, seed: int, level: int) -> frozenset[str]:
+    """The questions of the first :data:`VALIDATION_GUARD` train problems (cached)."""
+    key = (seed, level)
+    if key not in _TRAIN_QUESTIONS:
+        walk = generator.iter_split("train", seed=seed, level=level)
+        _TRAIN_QUESTIONS[key] = frozenset(next(walk).question for _ in range(VALIDATION_GUARD))
+    return _TRAIN_QUESTIONS[key]

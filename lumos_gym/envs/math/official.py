@@ -131,7 +131,8 @@ class MathWordEnv(MathEnv):
     """Procedural multi-step word problems (offline), seeded, with difficulty levels.
 
     Args:
-        split: ``train`` or ``test`` (disjoint problems).
+        split: ``train``, ``validation`` or ``test`` (disjoint problems: see
+            :mod:`~lumos_gym.envs.math.mathword`).
         levels: difficulty levels (1 = one step ... 5 = five steps); tasks are made per level.
         num_tasks: problems per level.
         seed: the generator seed.

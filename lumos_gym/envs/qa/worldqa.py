@@ -43,7 +43,8 @@ with ``"worldqa/<split>/<seed>"``, and the questions of each family from their o
 so task ``i`` of a family never depends on how many tasks or which other families are made.
 Every generated word of a ``test`` world hashes into the test bucket (one in five) and every
 word of a ``train`` world into the others, so the two splits share no entity name and hence no
-question, whatever seeds they use.
+question, whatever seeds they use. A ``validation`` world (for choices made before a test run)
+draws train-bucket words, none of them a word of the train world of the same seed and sizes.
 """
 
 from __future__ import annotations
@@ -108,7 +109,7 @@ FAMILY_KINDS: dict[str, tuple[str, ...]] = {
 }
 """The question kinds of each family."""
 
-SPLITS = ("train", "test")
+SPLITS = ("train", "validation", "test")
 
 _TEST_BUCKETS = 5  # one generated word in five belongs to test worlds
 _ATTEMPTS_PER_TASK = 60
@@ -409,7 +410,9 @@ def build_world(
 
     Args:
         seed: the seed; the same ``(seed, split)`` and sizes give the same world.
-        split: ``"train"`` or ``"test"``; worlds of the two splits share no generated word.
+        split: ``"train"``, ``"validation"`` or ``"test"``; test worlds share no generated
+            word with the others, and a validation world none with the train world of the same
+            seed and sizes.
         num_countries: countries (at least 2).
         num_cities: cities (at least 2 per country).
         num_people: people (at least 4).
@@ -422,8 +425,23 @@ def build_world(
         ValueError: an unknown split or sizes below the minimums.
     """
     _check_world_sizes(split, num_countries, num_cities, num_people, num_organisations)
+    sizes = (num_countries, num_cities, num_people, num_organisations)
+    return _build_world(seed, split, sizes)[0]
+
+
+def _build_world(
+    seed: int, split: str, sizes: tuple[int, int, int, int]
+) -> tuple[World, set[str]]:
+    """The world of ``(seed, split)`` and every word its namer used.
+
+    A validation world draws train-bucket words (so none of the test's) and none of the words
+    of the train world of the same seed and sizes.
+    """
+    num_countries, num_cities, num_people, num_organisations = sizes
     rng = random.Random(f"worldqa/{split}/{seed}")
-    namer = _Namer(rng, split)
+    namer = _Namer(rng, "train" if split == "validation" else split)
+    if split == "validation":
+        namer.used |= _build_world(seed, "train", sizes)[1]
     country_names = [
         namer.word(rng.choice((1, 2)), rng.choice(_COUNTRY_ENDINGS)) for _ in range(num_countries)
     ]
@@ -433,7 +451,7 @@ def build_world(
     people = _people(rng, namer, num_people, city_names)
     organisations = _organisations(rng, namer, num_organisations, people, city_names)
     pages = _pages(rng, namer, countries, cities, people, organisations)
-    return World(seed, split, countries, cities, people, organisations, pages)
+    return World(seed, split, countries, cities, people, organisations, pages), namer.used
 
 
 def _check_world_sizes(
@@ -1339,7 +1357,7 @@ class WorldQAEnv(QAEnv):
     """Multi-hop QA over a generated world; ``KnowledgeQuery`` searches all of its pages.
 
     Args:
-        split: ``"train"`` or ``"test"`` (worlds that share no name, hence no question).
+        split: ``"train"``, ``"validation"`` or ``"test"`` (see :func:`build_world`).
         num_tasks: questions per family.
         families: the question families (default all of :data:`FAMILIES`).
         seed: the world and question seed.
