@@ -8,6 +8,7 @@ extra (OpenVINO GenAI) is not installed.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -126,6 +127,49 @@ def test_stop_strings_cut_the_text_and_count_like_hf(hf: HFBackend, ov: OpenVINO
         assert stop not in completion.text
         assert completion.stop_reason == "stop"
         assert completion.output_tokens < 20
+
+
+def _without_tokens(completions: list) -> list:
+    return [dataclasses.replace(c, tokens=None) for c in completions]
+
+
+def test_token_traces_equal_the_hf_backends(hf: HFBackend, ov: OpenVINOBackend) -> None:
+    free = hf.with_adapter(None).generate([greedy(p, 20) for p in PROMPTS])
+    stops = [c.text[len(c.text) // 2 : len(c.text) // 2 + 2] for c in free]
+    requests = [greedy(p, 20, logprobs=True) for p in PROMPTS]
+    requests += [
+        greedy(p, 20, stop=(s,), logprobs=True) for p, s in zip(PROMPTS, stops, strict=True)
+    ]
+    for name in (None, "planner"):
+        expected = hf.with_adapter(name).generate(requests)
+        got = ov.with_adapter(name).generate(requests)
+        assert _without_tokens(got) == _without_tokens(expected)
+        for a, b in zip(got, expected, strict=True):
+            assert a.tokens is not None and b.tokens is not None
+            assert a.tokens.prompt_ids == b.tokens.prompt_ids
+            assert a.tokens.completion_ids == b.tokens.completion_ids
+            pairs = zip(a.tokens.logprobs, b.tokens.logprobs, strict=True)
+            assert max(abs(x - y) for x, y in pairs) < 1e-4
+    # without the flag no trace is made
+    assert ov.generate([greedy(PROMPTS[0])])[0].tokens is None
+
+
+def test_sampled_log_probabilities_are_the_models_at_temperature_1(
+    tiny: Path, ov: OpenVINOBackend
+) -> None:
+    model = AutoModelForCausalLM.from_pretrained(tiny).eval()
+    requests = [greedy(p, 16, temperature=0.7, seed=n, logprobs=True)
+                for n, p in enumerate(PROMPTS)]
+    completions = ov.with_adapter(None).generate(requests)
+    for completion in completions:
+        trace = completion.tokens
+        assert trace is not None and len(trace.completion_ids) == completion.output_tokens
+        ids = torch.tensor([[*trace.prompt_ids, *trace.completion_ids]])
+        with torch.no_grad():
+            logprobs = torch.log_softmax(model(ids).logits.float(), dim=-1)[0]
+        start = len(trace.prompt_ids) - 1
+        expected = [logprobs[start + j, t].item() for j, t in enumerate(trace.completion_ids)]
+        assert max(abs(a - b) for a, b in zip(expected, trace.logprobs, strict=True)) < 1e-3
 
 
 def test_each_adapter_is_merged_into_its_own_export(

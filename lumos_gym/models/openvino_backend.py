@@ -64,6 +64,7 @@ from lumos_gym.models.base import (
     GenerationRequest,
     GenerationSession,
     StopReason,
+    TokenTrace,
 )
 from lumos_gym.models.hf import (
     ALIASES,
@@ -387,9 +388,11 @@ class OpenVINOBackend(Backend):
         with shared.lock:
             self._check_open()
             pipeline = shared.pipelines.get(self._adapter)
-            if pipeline is None or not pipeline.has_non_finished_requests():
+            busy = pipeline is not None and pipeline.has_non_finished_requests()
+            if not busy and not any(request.logprobs for request in requests):
                 return self._generate_batch(requests)
-        # a session's requests are decoding: these join its running batch through a session
+        # a session's requests are decoding, or log-probabilities are asked for (only a
+        # request's handle gives them): these join the running batch through a session
         with self.open_session() as session:
             keys = [session.submit(request) for request in requests]
             done: dict[int, Completion] = {}
@@ -500,6 +503,7 @@ class OpenVINOBackend(Backend):
         config.stop_strings = {s for s in request.stop if s}
         config.include_stop_str_in_output = True
         config.repetition_penalty = 1.0
+        config.logprobs = 1 if request.logprobs else 0
         if request.temperature > 0:
             config.do_sample = True
             config.temperature = request.temperature
@@ -510,24 +514,37 @@ class OpenVINOBackend(Backend):
         return config
 
     def _completion(
-        self, prompt: list[int], generated: list[int], request: GenerationRequest
+        self, prompt: list[int], generated: list[int], request: GenerationRequest,
+        logprobs: Sequence[float] | None = None,
     ) -> Completion:
-        """One request's new tokens as a completion: cut at a stop string, decoded, counted."""
+        """One request's new tokens as a completion: cut at a stop string, decoded, counted.
+
+        With ``request.logprobs`` and the pipeline's ``logprobs`` (one per generated id), the
+        completion carries its :class:`TokenTrace`. An end-of-sequence token the pipeline
+        ended on without returning it is counted but not in the trace, which then holds only
+        the tokens whose log-probability is known.
+        """
         eos_ids = self._shared.eos_ids
         end = next((n for n, t in enumerate(generated) if t in eos_ids), None)
         kept = generated if end is None else generated[:end]
         text, cut = trim_completion(self._decode_continuation(prompt, kept), request.stop)
         count = len(generated) if end is None else end + 1
+        traced = count
         ended = cut or end is not None or count < request.max_new_tokens
         if end is None and not cut and count < request.max_new_tokens:
             count += 1  # the pipeline ended on an end-of-sequence token it did not return
         reason: StopReason = "stop" if ended else "length"
+        trace = None
+        if request.logprobs and logprobs is not None and len(logprobs) >= traced:
+            trace = TokenTrace(tuple(prompt), tuple(generated[:traced]),
+                               tuple(float(x) for x in logprobs[:traced]))
         return Completion(
             text=text,
             stop_reason=reason,
             input_tokens=len(prompt),
             output_tokens=count,
             model_id=self.model_id,
+            tokens=trace,
         )
 
     def _decode_continuation(self, prompt: list[int], generated: list[int]) -> str:
@@ -632,8 +649,10 @@ class _Session(GenerationSession):
                 continue
             del self._running[key]
             if status == openvino_genai.GenerationStatus.FINISHED:
-                generated = [int(t) for t in handle.read_all()[0].generated_ids]
-                done.append((key, backend._completion(prompt, generated, request)))
+                output = handle.read_all()[0]
+                generated = [int(t) for t in output.generated_ids]
+                logprobs = list(output.generated_log_probs) if request.logprobs else None
+                done.append((key, backend._completion(prompt, generated, request, logprobs)))
             else:  # IGNORED: no room in the key/value cache (or dropped by another caller)
                 message = f"the OpenVINO pipeline did not finish the request ({status.name})"
                 done.append((key, backend._error(message, input_tokens=len(prompt))))
