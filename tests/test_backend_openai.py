@@ -518,3 +518,52 @@ def test_serve_on_a_busy_port_fails_before_loading_the_model(loopback_server, mo
     port, _ = loopback_server
     with pytest.raises(BackendError, match=f"cannot serve on 127.0.0.1:{port} .*another --port"):
         serve("smollm2-135m", host="127.0.0.1", port=port)
+
+
+# -- token capture ---------------------------------------------------------------------------------
+def test_token_traces_through_the_server_equal_the_backends_own(tmp_path) -> None:
+    pytest.importorskip("torch", reason="the hf backend needs torch")
+    from conftest import save_tiny_model
+
+    from lumos_gym.models.hf import HFBackend
+
+    folder = save_tiny_model(tmp_path / "tiny")
+    requests = [
+        prompt("the planner", max_new_tokens=8, logprobs=True),
+        prompt("Subgoal 1:", max_new_tokens=6, temperature=0.8, seed=2, logprobs=True),
+        GenerationRequest(messages=({"role": "user", "content": "hi"},), max_new_tokens=5,
+                          logprobs=True),
+    ]
+    with HFBackend(str(folder), device="cpu") as hf:
+        expected = hf.generate(requests)
+        app = create_app(hf, model_name=MODEL, max_batch_size=4, max_wait_s=0.01)
+        with running(app) as url, client(url) as backend:
+            got = backend.generate(requests)
+            plain = backend.generate([prompt("the planner", max_new_tokens=8)])[0]
+    for a, b in zip(got, expected, strict=True):
+        assert a.text == b.text and a.tokens is not None and b.tokens is not None
+        assert a.tokens.prompt_ids == b.tokens.prompt_ids
+        assert a.tokens.completion_ids == b.tokens.completion_ids
+        pairs = zip(a.tokens.logprobs, b.tokens.logprobs, strict=True)
+        assert max(abs(x - y) for x, y in pairs) < 1e-4
+    assert plain.tokens is None and plain.text == got[0].text
+    bodies = []
+    with running(app := scripted_app([(200, completion_body(" ok"), {})])) as url:
+        with client(url) as backend:
+            [completion] = backend.generate([prompt("x", logprobs=True)])
+        bodies = app.state.bodies
+    assert bodies[0]["logprobs"] == 0 and bodies[0]["return_token_ids"] is True
+    assert completion.text == " ok" and completion.tokens is None  # the server gave no ids
+
+
+def test_a_server_that_refuses_the_token_fields_is_asked_again_without_them() -> None:
+    refusal = error_body("Unrecognized request argument supplied: return_token_ids")
+    app = scripted_app([(400, refusal, {}), (200, completion_body(" fine"), {})])
+    with running(app) as url, client(url) as backend:
+        [first] = backend.generate([prompt("x", logprobs=True)])
+        [second] = backend.generate([prompt("y", logprobs=True)])
+    assert first.text == " fine" and first.tokens is None and second.text == " fine"
+    assert "return_token_ids" in app.state.bodies[0]
+    assert all("return_token_ids" not in body and "logprobs" not in body
+               for body in app.state.bodies[1:])
+    assert app.state.calls == 3

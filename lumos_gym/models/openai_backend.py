@@ -11,6 +11,12 @@ retried with exponential backoff and jitter, honouring ``Retry-After``; anything
 ``Completion(stop_reason="error")``, so one bad request never takes down a batch.
 :meth:`OpenAIBackend.health_check` (run at construction unless ``check=False``) fails fast with
 one :class:`~lumos_gym.errors.BackendError` when the server is down or does not serve the model.
+
+Token capture (``GenerationRequest.logprobs``): the request asks for the chosen tokens'
+log-probabilities and for vLLM's ``return_token_ids``; a server that answers with both (vLLM,
+``lumos-gym serve``) gives the completion its :class:`~lumos_gym.models.base.TokenTrace`. A
+server that refuses those fields with an HTTP 4xx is asked again without them, and from then
+on never with them: its calls carry no trace (the runner leaves them out of ``tokens.jsonl``).
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
@@ -41,6 +48,7 @@ from lumos_gym.models.base import (
     Completion,
     GenerationRequest,
     StopReason,
+    TokenTrace,
     cut_at_stop,
 )
 
@@ -163,6 +171,7 @@ class OpenAIBackend(Backend):
             ),
         )
         self._rng = random.Random()  # jitter only; never seeds anything else
+        self._ask_tokens = True  # False once the server refused the token-capture fields
         self._executor: ThreadPoolExecutor | None = None
         self._lock = threading.Lock()
         self._closed = False
@@ -282,10 +291,23 @@ class OpenAIBackend(Backend):
     def _complete(self, request: GenerationRequest) -> Completion:
         endpoint, payload = self._payload(request)
         try:
-            body = self._post_with_retries(endpoint, payload)
+            try:
+                body = self._post_with_retries(endpoint, payload)
+            except _RequestFailed as e:
+                if e.transient or "return_token_ids" not in payload:
+                    raise
+                # a server that refuses the token fields (OpenAI's own, older ones): ask
+                # without them from now on; these calls then carry no token trace
+                logger.warning("%s; asking again without token capture", e)
+                self._ask_tokens = False
+                endpoint, payload = self._payload(request)
+                body = self._post_with_retries(endpoint, payload)
         except _RequestFailed as e:
             return Completion(text="", stop_reason="error", model_id=self.model, error=str(e))
-        return self._parse(endpoint, body, request.stop)
+        completion = self._parse(endpoint, body, request.stop)
+        if request.logprobs and completion.stop_reason != "error":
+            completion = replace(completion, tokens=_token_trace(endpoint, body))
+        return completion
 
     def _payload(self, request: GenerationRequest) -> tuple[str, dict[str, Any]]:
         payload: dict[str, Any] = {
@@ -296,10 +318,15 @@ class OpenAIBackend(Backend):
         }
         if request.stop:
             payload["stop"] = list(request.stop)
+        chat = request.messages is not None or self.mode == "chat"
+        if request.logprobs and self._ask_tokens:
+            # the chosen tokens' log-probabilities, and vLLM's prompt and completion token ids
+            payload.update({"logprobs": True, "top_logprobs": 0} if chat else {"logprobs": 0})
+            payload["return_token_ids"] = True
         if request.messages is not None:
             payload["messages"] = [dict(message) for message in request.messages]
             return _CHAT, payload
-        if self.mode == "chat":
+        if chat:
             payload["messages"] = [{"role": "user", "content": request.prompt}]
             return _CHAT, payload
         payload["prompt"] = request.prompt
@@ -385,6 +412,33 @@ class OpenAIBackend(Backend):
             output_tokens=int(usage.get("completion_tokens") or 0),
             model_id=str(body.get("model") or self.model),
         )
+
+
+def _token_trace(endpoint: str, body: Any) -> TokenTrace | None:
+    """The call's token trace from an answer with log-probabilities and token ids, if whole.
+
+    The ids come from vLLM's ``return_token_ids`` fields (``token_ids`` on the choice,
+    ``prompt_token_ids`` on the choice or the answer), the log-probabilities from the choice's
+    ``logprobs`` (``token_logprobs`` of a completion, ``content[].logprob`` of a chat answer).
+    ``None`` when any of them is missing or they do not line up.
+    """
+    try:
+        choice = body["choices"][0]
+        ids = choice.get("token_ids")
+        prompt = choice.get("prompt_token_ids")
+        if prompt is None:
+            prompt = body.get("prompt_token_ids")
+        found = choice.get("logprobs") or {}
+        if endpoint == _CHAT:
+            values = [entry.get("logprob") for entry in found.get("content") or []]
+        else:
+            values = list(found.get("token_logprobs") or [])
+        if not ids or prompt is None or len(values) != len(ids) or None in values:
+            return None
+        return TokenTrace(tuple(int(t) for t in prompt), tuple(int(t) for t in ids),
+                          tuple(float(v) for v in values))
+    except (KeyError, IndexError, TypeError, AttributeError, ValueError):
+        return None
 
 
 def normalise_base_url(base_url: str) -> str:

@@ -10,6 +10,13 @@ few milliseconds of each other (or while the model is busy) become one ``backend
 run in a worker thread so that the event loop keeps answering. Errors are OpenAI-style JSON,
 ``{"error": {"message", "type", "param", "code"}}``: 400 for a request the server cannot honour,
 404 for an unknown model or route, 500 when the backend fails.
+
+Token capture: ``logprobs: 0`` (completions) or ``logprobs: true`` (chat, with ``top_logprobs``
+0 or unset) returns each generated token's log-probability, and vLLM's extension
+``return_token_ids: true`` returns ``prompt_token_ids`` and ``token_ids`` on each choice;
+tokens are named ``token_id:<id>``, as vLLM names them with ``return_tokens_as_token_ids``.
+Alternatives (``top_logprobs`` above 0) are refused. Where the backend gives no token trace
+(``Completion.tokens``), those fields are ``null``.
 """
 
 from __future__ import annotations
@@ -217,7 +224,7 @@ class CompletionBody(_Body):
         **_Body.unsupported,
         "echo": (False, None),
         "best_of": (1, None),
-        "logprobs": (None,),
+        "logprobs": (None, 0),
         "suffix": (None, ""),
     }
 
@@ -225,8 +232,13 @@ class CompletionBody(_Body):
     max_tokens: int | None = Field(16, ge=1)
     echo: bool | None = False
     best_of: int | None = None
-    logprobs: int | None = None
+    logprobs: int | None = None  # 0: each chosen token's log-probability (no alternatives)
     suffix: str | None = None
+    return_token_ids: bool | None = False  # vLLM's extension: prompt and completion token ids
+
+    def wants_tokens(self) -> bool:
+        """Whether the answer needs the call's token trace."""
+        return self.logprobs is not None or bool(self.return_token_ids)
 
 
 class _ContentPart(BaseModel):
@@ -251,7 +263,7 @@ class ChatBody(_Body):
 
     unsupported: ClassVar[dict[str, tuple[object, ...]]] = {
         **_Body.unsupported,
-        "logprobs": (False, None),
+        "top_logprobs": (None, 0),
         "tools": (None,),
     }
 
@@ -259,7 +271,13 @@ class ChatBody(_Body):
     max_tokens: int | None = Field(None, ge=1)
     max_completion_tokens: int | None = Field(None, ge=1)
     logprobs: bool | None = False
+    top_logprobs: int | None = None
     tools: list[Any] | None = None
+    return_token_ids: bool | None = False
+
+    def wants_tokens(self) -> bool:
+        """Whether the answer needs the call's token trace."""
+        return bool(self.logprobs) or bool(self.return_token_ids)
 
 
 DEFAULT_COMPLETION_MAX_TOKENS = 16
@@ -405,7 +423,9 @@ def _add_generation_routes(app: FastAPI, batcher: MicroBatcher, model_name: str)
         body.check_supported()
         results = await _generate(batcher, _completion_requests(body))
         choices = [
-            {"index": i, "text": c.text, "logprobs": None, "finish_reason": c.stop_reason}
+            {"index": i, "text": c.text, "finish_reason": c.stop_reason,
+             "logprobs": _completion_logprobs(c) if body.logprobs is not None else None,
+             **(_token_ids(c) if body.return_token_ids else {})}
             for i, c in enumerate(results)
         ]
         return _answer("cmpl", "text_completion", model_name, choices, results)
@@ -419,11 +439,45 @@ def _add_generation_routes(app: FastAPI, batcher: MicroBatcher, model_name: str)
             {
                 "index": 0,
                 "message": {"role": "assistant", "content": results[0].text},
-                "logprobs": None,
+                "logprobs": _chat_logprobs(results[0]) if body.logprobs else None,
                 "finish_reason": results[0].stop_reason,
+                **(_token_ids(results[0]) if body.return_token_ids else {}),
             }
         ]
         return _answer("chatcmpl", "chat.completion", model_name, choices, results)
+
+
+def _token_name(token_id: int) -> str:
+    """A token as vLLM names it with ``return_tokens_as_token_ids``: ``token_id:<id>``."""
+    return f"token_id:{token_id}"
+
+
+def _completion_logprobs(completion: Completion) -> dict[str, Any] | None:
+    """The legacy ``logprobs`` object: each generated token and its log-probability."""
+    trace = completion.tokens
+    if trace is None:
+        return None
+    return {"tokens": [_token_name(t) for t in trace.completion_ids],
+            "token_logprobs": list(trace.logprobs), "top_logprobs": None, "text_offset": None}
+
+
+def _chat_logprobs(completion: Completion) -> dict[str, Any] | None:
+    """The chat ``logprobs`` object: one ``content`` entry per generated token."""
+    trace = completion.tokens
+    if trace is None:
+        return None
+    return {"content": [
+        {"token": _token_name(t), "logprob": lp, "bytes": None, "top_logprobs": []}
+        for t, lp in zip(trace.completion_ids, trace.logprobs, strict=True)
+    ]}
+
+
+def _token_ids(completion: Completion) -> dict[str, Any]:
+    """The ``return_token_ids`` fields (vLLM's) of a choice: the prompt's and the answer's ids."""
+    trace = completion.tokens
+    if trace is None:
+        return {"prompt_token_ids": None, "token_ids": None}
+    return {"prompt_token_ids": list(trace.prompt_ids), "token_ids": list(trace.completion_ids)}
 
 
 def _completion_requests(body: CompletionBody) -> list[GenerationRequest]:
@@ -436,6 +490,7 @@ def _completion_requests(body: CompletionBody) -> list[GenerationRequest]:
             max_new_tokens=body.max_tokens or DEFAULT_COMPLETION_MAX_TOKENS,
             temperature=body.temperature,
             seed=body.seed or 0,
+            logprobs=body.wants_tokens(),
         )
         for prompt in prompts
     ]
@@ -449,6 +504,7 @@ def _chat_request(body: ChatBody) -> GenerationRequest:
         max_new_tokens=body.max_completion_tokens or body.max_tokens or DEFAULT_CHAT_MAX_TOKENS,
         temperature=body.temperature,
         seed=body.seed or 0,
+        logprobs=body.wants_tokens(),
     )
 
 
