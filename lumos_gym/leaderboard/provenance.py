@@ -11,6 +11,7 @@ paths so that they travel between checkouts.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import platform
@@ -138,8 +139,13 @@ def data_provenance(env: gym.Env, kwargs: Mapping[str, Any]) -> dict[str, Any]:
     return info
 
 
+@functools.cache
 def _git() -> dict[str, Any] | None:
-    """Return the commit (and whether the tree differs from it) of a git checkout, else None."""
+    """Return the commit (and whether the tree differs from it) of a git checkout, else None.
+
+    Read once per process: a long run (``improve``, a queue of evaluations) records the code it
+    imported, not a commit made in the checkout while it ran.
+    """
     root = Path(__file__).resolve().parents[2]
     if not (root / ".git").exists():
         return None
