@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -301,7 +303,7 @@ def test_cards_name_the_reward_of_expert_iteration_and_grpo(tmp_path):
     train_env = 'lumos/MathWord-v0 {"split": "train"}'
     (data / "export.json").write_text(json.dumps({
         "min_reward": 1.0, "episodes": 40, "annotations": 12,
-        "sources": [{"results": str(tmp_path / "samples-0"), "envs": [train_env]}]}))
+        "sources": [{"results": str(tmp_path / "samples" / "seed-0"), "envs": [train_env]}]}))
     sft = tmp_path / "round-1" / "planner"
     sft.mkdir()
     (sft / "lumos_training.json").write_text(json.dumps({
@@ -309,9 +311,20 @@ def test_cards_name_the_reward_of_expert_iteration_and_grpo(tmp_path):
         "steps": 20, "train_examples": 12,
         "data_sha256": {str(data / "plan-iterative.jsonl"): "ab" * 32}}))
     card = training_card(sft)
-    assert card["reward_source"] == {"method": "expert iteration", "min_reward": 1.0,
-                                     "episodes": 40, "annotations": 12, "envs": [train_env],
-                                     "results": ["samples-0"]}
+    expected = {"method": "expert iteration", "min_reward": 1.0, "episodes": 40,
+                "annotations": 12, "envs": [train_env], "results": ["samples/seed-0"],
+                "sampled_tokens": None, "sampling_seconds": None}  # the samples are gone
+    assert card["reward_source"] == expected
+    # with the sampled results in place, the card counts their tokens and wall time
+    samples = tmp_path / "samples" / "seed-0"
+    samples.mkdir(parents=True)
+    (samples / "run.json").write_text(json.dumps({"started": "2026-11-26T10:00:00+0000"}))
+    (samples / "summary.json").write_text(json.dumps(
+        {"overall": {"input_tokens": 900, "output_tokens": 100}}))
+    finished = datetime(2026, 11, 26, 10, 2, 30, tzinfo=UTC).timestamp()
+    os.utime(samples / "summary.json", (finished, finished))
+    card = training_card(sft)
+    assert card["reward_source"] == {**expected, "sampled_tokens": 1000, "sampling_seconds": 150.0}
     # GRPO: the run's report sits one level above each role's adapter
     grpo = tmp_path / "grpo"
     (grpo / "planner").mkdir(parents=True)
@@ -329,4 +342,5 @@ def test_cards_name_the_reward_of_expert_iteration_and_grpo(tmp_path):
     text = card_text(run)
     assert ("planner: GRPO from planner planner, seed 1, 30 steps of 16 episodes (groups of 4, "
             "KL weight 0.04) on " + train_env + ", reward: env reward") in text
-    assert "exported from episodes with reward >= 1.0 of samples-0 on " + train_env in text
+    assert ("exported from episodes with reward >= 1.0 of samples/seed-0 on " + train_env
+            + " (1000 tokens sampled, 150 s)") in text

@@ -122,15 +122,25 @@ def _role_text(card: Mapping[str, Any]) -> str:
         return (f"GRPO from {start or '?'}, seed {card.get('seed')}, {card.get('steps')} steps "
                 f"of {card.get('batch_size')} episodes (groups of {rewarded.get('group_size')}, "
                 f"KL weight {rewarded.get('beta')}) on {envs}, reward: {rewarded.get('reward')}; "
-                f"{rewarded.get('sampled_tokens')} tokens sampled on {rewarded.get('device')}")
+                f"{rewarded.get('sampled_tokens')} tokens sampled on {rewarded.get('device')}"
+                f"{_seconds(card.get('seconds'), ' in all')}")
     files = (card.get("data") or {}).items()
     data = ", ".join(f"{name} {digest[:8]}" for name, digest in files)
     text = (f"{card.get('recipe')} seed {card.get('seed')}, {card.get('steps')} steps of "
             f"{card.get('batch_size')}, {card.get('train_examples')} records ({data or 'no data'})")
+    text += _seconds(card.get("seconds"), " of training")
     if rewarded:
         text += (f", exported from episodes with reward >= {rewarded.get('min_reward')} of "
                  f"{', '.join(rewarded.get('results') or []) or '?'} on {envs}")
+        if rewarded.get("sampled_tokens") is not None:
+            text += (f" ({rewarded['sampled_tokens']} tokens sampled"
+                     f"{_seconds(rewarded.get('sampling_seconds'), '')})")
     return text
+
+
+def _seconds(value: Any, what: str) -> str:
+    """``", 123 s<what>"`` for a number of seconds, or nothing when it is unknown."""
+    return f", {float(value):.0f} s{what}" if isinstance(value, int | float) else ""
 
 
 def _budget_key(row: Row) -> str | None:

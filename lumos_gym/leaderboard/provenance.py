@@ -19,6 +19,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Mapping, Sequence
+from datetime import datetime
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -243,13 +244,37 @@ def _reward_source(data: Mapping[str, Any]) -> dict[str, Any] | None:
         report = read_json_object(Path(str(name)).parent / EXPORT_REPORT)
         if report is not None:
             sources = report.get("sources") or []
+            folders = [Path(str(s.get("results"))) for s in sources]
             return {
                 "method": "expert iteration", "min_reward": report.get("min_reward"),
                 "episodes": report.get("episodes"), "annotations": report.get("annotations"),
                 "envs": sorted({e for s in sources for e in s.get("envs") or []}),
-                "results": [Path(str(s.get("results"))).name for s in sources],
+                "results": ["/".join(f.parts[-2:]) for f in folders],
+                **_sampling_cost(folders),
             }
     return None
+
+
+def _sampling_cost(folders: Sequence[Path]) -> dict[str, Any]:
+    """The tokens the sampled results took and their wall time, where their files still are.
+
+    The time of one results folder runs from its ``run.json``'s ``started`` to when its
+    ``summary.json`` was written; ``None`` when a folder is gone or lacks either.
+    """
+    tokens, seconds = 0, 0.0
+    for folder in folders:
+        summary = read_json_object(folder / "summary.json")
+        run = read_json_object(folder / "run.json")
+        if summary is None or run is None:
+            return {"sampled_tokens": None, "sampling_seconds": None}
+        overall = summary.get("overall") or {}
+        tokens += int(overall.get("input_tokens") or 0) + int(overall.get("output_tokens") or 0)
+        try:
+            started = datetime.strptime(str(run.get("started")), "%Y-%m-%dT%H:%M:%S%z")
+            seconds += max(0.0, (folder / "summary.json").stat().st_mtime - started.timestamp())
+        except (ValueError, OSError):
+            return {"sampled_tokens": tokens, "sampling_seconds": None}
+    return {"sampled_tokens": tokens, "sampling_seconds": round(seconds, 1)}
 
 
 def _grpo_card(folder: Path) -> dict[str, Any] | None:
