@@ -263,7 +263,7 @@ def test_the_improve_and_grpo_verbs_run_on_the_tiny_model(tmp_path, tiny, capsys
     assert "adapters: planner=" in capsys.readouterr().out
     # a random model keeps no episode: improve samples, exports and says so
     code = main(["improve", *common, "--out", str(tmp_path / "ei"), "--val-env",
-                 "MathWord-v0:split=test,num_tasks=1,levels=[1]", "--rounds", "1",
+                 "MathWord-v0:split=validation,num_tasks=1,levels=[1]", "--rounds", "1",
                  "--samples", "2"])
     assert code == 2 and "no plan-iterative record was kept" in capsys.readouterr().err
     report = json.loads((tmp_path / "ei" / "round-1" / "data" / "export.json").read_text())

@@ -19,6 +19,7 @@ output is there, so a killed run goes on where it stopped.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -229,21 +230,30 @@ def improve(config: ImproveConfig) -> dict[str, Any]:
         temperature=0.0, limit=config.val_limit))}]
     for r in range(1, config.rounds + 1):
         folder = out / f"round-{r}"
-        samples = []
+        clock = time.monotonic()
+        samples, tokens = [], 0
         for j in range(config.samples):
             seed = r * config.samples + j
             target = folder / "samples" / f"seed-{seed}"
-            _run_envs(config, adapters, config.train_envs, target, seed=seed,
-                      temperature=config.temperature, limit=config.limit)
+            for summary in _run_envs(config, adapters, config.train_envs, target, seed=seed,
+                                     temperature=config.temperature, limit=config.limit):
+                overall = summary.get("overall") or {}
+                tokens += int(overall.get("input_tokens") or 0)
+                tokens += int(overall.get("output_tokens") or 0)
             samples += sorted(p.parent for p in target.glob("*/episodes.jsonl"))
+        sampled = time.monotonic()
         export = export_from_results(samples, folder / "data", min_reward=config.min_reward,
                                      formats=sorted(set(MODULE_FORMATS[config.agent].values())))
         adapters = _train_modules(config, folder / "data", adapters, folder / "models")
+        trained = time.monotonic()
         score = _score(_run_envs(config, adapters, config.val_envs, folder / "validation",
                                  seed=0, temperature=0.0, limit=config.val_limit))
         rounds.append({"round": r, "adapters": adapters, "validation": score,
                        "kept_annotations": export["annotations"], "records": export["records"],
-                       "episodes": export["episodes"]})
+                       "episodes": export["episodes"], "sampled_tokens": tokens,
+                       "seconds": {"sampling": round(sampled - clock, 1),
+                                   "training": round(trained - sampled, 1),
+                                   "validation": round(time.monotonic() - trained, 1)}})
     best = max(rounds, key=lambda row: row["validation"])
     report = {"agent": config.agent, "method": "expert-iteration",
               "reward": f"env reward >= {config.min_reward}", "rounds": rounds,
