@@ -140,3 +140,18 @@ def test_wall_timeout_and_statuses_in_flight():
     assert [r.status for r in records] == ["step-limit", "step-limit"]
     assert all("wall timeout" in r.reason for r in records)
     assert all(len(r.turns) == 1 for r in records)  # ended on its first completion
+
+
+def test_each_sampled_call_gets_its_own_seed_and_greedy_calls_keep_the_agents():
+    def seeds(temperature: float) -> list[int]:
+        planner = ScriptedBackend(by_turn(PLANS[:1] + [prompts.STOP_PLANNING]))
+        grounder = ScriptedBackend(by_turn(GROUNDED))
+        agent = make_agent("lumos-i", temperature=temperature, seed=7)
+        specs = [spec(0), spec(1), EpisodeSpec(ENV, "gsm8k/sample/0", seed=1)]
+        Runner(agent, {"planner": planner, "grounder": grounder}, max_in_flight=3).run(specs)
+        return [r.seed for b in planner.batches + grounder.batches for r in b]
+
+    sampled = seeds(0.7)
+    assert len(sampled) == 9 and len(set(sampled)) == 9  # every task, episode seed and call
+    assert sorted(seeds(0.7)) == sorted(sampled)  # and the same again
+    assert seeds(0.0) == [7] * 9

@@ -27,6 +27,7 @@ import json
 import sys
 import time
 import traceback
+import zlib
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
@@ -114,6 +115,19 @@ class EpisodeRecord:
         return data
 
 
+def call_seed(seed: int, spec: EpisodeSpec, call: int) -> int:
+    """The sampling seed of one module call of a sampled (temperature above 0) episode.
+
+    Each call gets its own seed, mixed from the agent's seed, the episode (env, arguments,
+    task, episode seed) and the call's number in it: with one seed for every request, an engine
+    that seeds each request (OpenVINO) drew the same random numbers for every task of a run and
+    for every member of a GRPO group, so their samples were correlated or identical.
+    """
+    kwargs = json.dumps(dict(spec.env_kwargs), sort_keys=True, default=str)
+    key = f"{seed}|{spec.env_id}|{kwargs}|{spec.task_id}|{spec.seed}|{call}"
+    return zlib.crc32(key.encode("utf-8"))
+
+
 @dataclass
 class _Running:
     """An episode in flight."""
@@ -128,6 +142,7 @@ class _Running:
     invalid_streak: int = 0
     done: bool = False
     calls: list[tuple[int, str, TokenTrace]] = field(default_factory=list)  # record_tokens
+    asked: int = 0  # module calls submitted so far (each sampled call gets its own seed)
 
 
 @dataclass(eq=False)
@@ -307,6 +322,10 @@ class Runner:
                 session = backend.open_session() if self.continuous else QueuedSession(backend)
                 batch = batches[id(backend)] = _Batch(session)
             request = replace(ask.request, logprobs=True) if self.record_tokens else ask.request
+            if request.temperature > 0:
+                seed = call_seed(request.seed, episode.spec, episode.asked)
+                request = replace(request, seed=seed)
+            episode.asked += 1
             started = time.perf_counter()
             try:
                 key = batch.session.submit(request)
