@@ -268,3 +268,14 @@ def test_the_improve_and_grpo_verbs_run_on_the_tiny_model(tmp_path, tiny, capsys
     assert code == 2 and "no plan-iterative record was kept" in capsys.readouterr().err
     report = json.loads((tmp_path / "ei" / "round-1" / "data" / "export.json").read_text())
     assert report["episodes"] == 2 and report["annotations"] == 0
+
+
+def test_a_validation_tie_chooses_the_earlier_round():
+    from lumos_gym.workflows.improve import chosen_round
+
+    rounds = [{"round": 0, "validation": (0.6 + 0.7) / 2},
+              {"round": 1, "validation": (0.525 + 0.775) / 2},
+              {"round": 2, "validation": 0.5}]
+    assert rounds[1]["validation"] > rounds[0]["validation"]  # by float rounding alone
+    assert chosen_round(rounds)["round"] == 0
+    assert chosen_round([*rounds, {"round": 3, "validation": 0.66}])["round"] == 3
