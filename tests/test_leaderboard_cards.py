@@ -158,6 +158,10 @@ def test_claims_section_sets_the_paper_beside_the_measured_rows():
     assert "| (a) | cot | `cot` | GSM8K +6.7" in text and "| 1: A-v0 | 0 | 0 |" in text
     assert "| (a) | integrated | not measured |" in text and "(c) Generalisation" in text
     assert claims_markdown("x", "react", {}, {}, rows, short_env, diff_text) == []
+    # a board of Lumos-I variants alone measures no claim: no section
+    variants = {"ei": comparison}
+    assert claims_markdown("li", "lumos-i", variants, {"ei": "lumos-i"}, rows, short_env,
+                           diff_text) == []
 
 
 def _episodes(env_id, rewards):

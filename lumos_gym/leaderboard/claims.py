@@ -142,8 +142,14 @@ def claims_markdown(
     agents: Mapping[str, str], reported_rows: Sequence[Mapping[str, Any]],
     short: Callable[[str], str], diff_text: Callable[[PairedDiff], str],
 ) -> list[str]:
-    """The Markdown section of the paper's claims (none without a Lumos-I reference row)."""
-    if reference_agent != "lumos-i":
+    """The Markdown section of the paper's claims.
+
+    None without a Lumos-I reference row, or when no row measures a claim (a board of Lumos-I
+    variants alone, such as the ``learning`` suite's).
+    """
+    if reference_agent != "lumos-i" or not any(
+        claim_rows(claim, reference_agent, comparisons, agents) for claim in CLAIMS
+    ):
         return []
     lines = ["", "## The paper's claims, measured", "",
              f"Reference: `{reference}`. {CLAIMS_NOTE}", ""]
