@@ -95,6 +95,7 @@ def add_grpo(sub: argparse._SubParsersAction) -> None:
                        ("--seed", int)):
         p.add_argument(flag, type=kind, default=None)
     p.add_argument("--resume", action="store_true", help="continue the run in --out")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_grpo)
 
 
@@ -112,6 +113,7 @@ def cmd_grpo(args: argparse.Namespace) -> int:
         max_rounds=args.max_rounds, micro_batch=args.micro_batch, limit=args.limit,
         save_steps=args.save_steps, seed=args.seed, device=args.device,
         batch_size=args.batch_size, resume=args.resume or None,
+        progress=False if args.no_progress else None,
     ))
     print(f"reward {report['first_reward']} -> {report['final_reward']} over "
           f"{report['steps']} steps ({report['seconds']} s, {report['sampled_tokens']} tokens "

@@ -90,6 +90,7 @@ class GRPOConfig:
         device: ``auto``, ``cpu`` or ``cuda``.
         batch_size: episodes in flight (the most asks one generate call takes).
         resume: continue the run in ``out`` from its last checkpoint.
+        progress: show a progress bar of the steps (on stderr) with the last mean reward.
     """
 
     adapters: dict[str, str]
@@ -115,6 +116,7 @@ class GRPOConfig:
     device: str = "auto"
     batch_size: int = 16
     resume: bool = False
+    progress: bool = True
 
     def __post_init__(self) -> None:
         self.envs = [(str(e), dict(k)) for e, k in self.envs]
@@ -422,12 +424,15 @@ def _start(config: GRPOConfig) -> tuple[dict[str, str], int, list, Path | None]:
 def grpo(config: GRPOConfig) -> dict[str, Any]:
     """Run GRPO as ``config`` says (see the module docstring); return the report."""
     import torch
+    from tqdm import tqdm
 
     out = Path(config.out)
     start, first, history, checkpoint = _start(config)
     tasks = task_ids(config.envs, config.limit)
     torch.manual_seed(config.seed + first)
     policy = Policy(config, start)
+    bar = tqdm(total=config.steps, initial=first, desc="GRPO", unit="step",
+               disable=not config.progress)
     try:
         params = [p for role in policy.roles for p in policy.params[role]]
         optimizer = torch.optim.AdamW(params, lr=config.lr, weight_decay=0.0)
@@ -447,6 +452,8 @@ def grpo(config: GRPOConfig) -> dict[str, Any]:
                 "samples": len(samples), "sampled_tokens": sum(r.output_tokens for r in records),
                 **stats, "seconds": round(time.perf_counter() - tick, 2)})
             logger.info("GRPO step %d: %s", step, history[-1])
+            bar.set_postfix(reward=f"{history[-1]['reward_mean']:.3f}")
+            bar.update()
             if step % config.save_steps == 0 or step == config.steps:
                 _checkpoint(policy, optimizer, out, step, history)
         save_adapters(policy, out)
@@ -454,6 +461,7 @@ def grpo(config: GRPOConfig) -> dict[str, Any]:
         write_json_atomic(out / REPORT_FILE, report)
         return report
     finally:
+        bar.close()
         policy.close()
 
 
