@@ -245,6 +245,9 @@ def test_a_tiny_grpo_run_trains_both_modules_checkpoints_and_resumes(tmp_path, t
                                                      resume=True))
     assert [h["step"] for h in again["history"]] == [1, 2, 3]
     assert again["resumed_from_step"] == 2
+    # the run's seconds count the steps of both sessions, this session's stand apart
+    assert again["seconds"] == round(sum(h["seconds"] for h in again["history"]), 1)
+    assert again["seconds"] >= report["seconds"] > 0  # the first session's steps included
     # the trained modules play through evaluate as any adapter does
     assert main(["evaluate", *MATH, "-k", "split=test", "--limit", "1", "--out",
                  str(tmp_path / "eval"), "--planner", str(out / "planner"), "--grounder",

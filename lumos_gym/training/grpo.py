@@ -481,7 +481,9 @@ def _report(config: GRPOConfig, policy: Policy, history: list, seconds: float,
         "first_reward": history[0]["reward_mean"] if history else None,
         "final_reward": history[-1]["reward_mean"] if history else None,
         "sampled_tokens": sum(h["sampled_tokens"] for h in history),
-        "seconds": round(seconds, 1), "device": device,
+        # every step's seconds, over the sessions of a resumed run; this process's apart
+        "seconds": round(sum(float(h.get("seconds") or 0) for h in history), 1),
+        "session_seconds": round(seconds, 1), "device": device,
         "adapters": {role: str(Path(config.out) / role) for role in policy.roles},
     }
 
