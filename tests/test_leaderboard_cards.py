@@ -347,4 +347,4 @@ def test_cards_name_the_reward_of_expert_iteration_and_grpo(tmp_path):
     assert ("planner: GRPO from planner planner, seed 1, 30 steps of 16 episodes (groups of 4, "
             "KL weight 0.04) on " + train_env + ", reward: env reward") in text
     assert ("exported from episodes with reward >= 1.0 of samples/seed-0 on " + train_env
-            + " (1000 tokens sampled, 150 s)") in text
+            + " (1000 prompt and generated tokens sampling, 150 s)") in text

@@ -133,7 +133,7 @@ def _role_text(card: Mapping[str, Any]) -> str:
         text += (f", exported from episodes with reward >= {rewarded.get('min_reward')} of "
                  f"{', '.join(rewarded.get('results') or []) or '?'} on {envs}")
         if rewarded.get("sampled_tokens") is not None:
-            text += (f" ({rewarded['sampled_tokens']} tokens sampled"
+            text += (f" ({rewarded['sampled_tokens']} prompt and generated tokens sampling"
                      f"{_seconds(rewarded.get('sampling_seconds'), '')})")
     return text
 

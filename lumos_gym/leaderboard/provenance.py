@@ -256,7 +256,10 @@ def _reward_source(data: Mapping[str, Any]) -> dict[str, Any] | None:
 
 
 def _sampling_cost(folders: Sequence[Path]) -> dict[str, Any]:
-    """The tokens the sampled results took and their wall time, where their files still are.
+    """The prompt and generated tokens of the sampled results, and their wall time.
+
+    GRPO's ``sampled_tokens`` count the generated tokens alone; these count both, as the
+    results' summaries do, where their files still are.
 
     The time of one results folder runs from its ``run.json``'s ``started`` to when its
     ``summary.json`` was written; ``None`` when a folder is gone or lacks either.
