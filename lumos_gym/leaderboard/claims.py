@@ -147,17 +147,15 @@ def claims_markdown(
     None without a Lumos-I reference row, or when no row measures a claim (a board of Lumos-I
     variants alone, such as the ``learning`` suite's).
     """
-    if reference_agent != "lumos-i" or not any(
-        claim_rows(claim, reference_agent, comparisons, agents) for claim in CLAIMS
-    ):
+    measured_rows = [claim_rows(claim, reference_agent, comparisons, agents) for claim in CLAIMS]
+    if not any(measured_rows):  # also when the reference is not Lumos-I (no rows at all)
         return []
     lines = ["", "## The paper's claims, measured", "",
              f"Reference: `{reference}`. {CLAIMS_NOTE}", ""]
     headers = ["claim", "against", "run", "paper: Lumos-I minus it", "suite score",
                "ahead", "behind", "undecided"]
     table = []
-    for claim in CLAIMS:
-        rows = claim_rows(claim, reference_agent, comparisons, agents)
+    for claim, rows in zip(CLAIMS, measured_rows, strict=True):
         measured = {agent for agent, _ in rows}
         for agent, v in rows:
             table.append([
