@@ -7,10 +7,12 @@ The unit tests run on plain data; the ``full`` ones run the tiny random Llama of
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
 from lumos_gym.agents.tokens import compact_calls, expand_calls, read_tokens
+from lumos_gym.errors import LumosGymError
 from lumos_gym.models.base import TokenTrace
 
 
@@ -271,6 +273,62 @@ def test_the_improve_and_grpo_verbs_run_on_the_tiny_model(tmp_path, tiny, capsys
     assert code == 2 and "no plan-iterative record was kept" in capsys.readouterr().err
     report = json.loads((tmp_path / "ei" / "round-1" / "data" / "export.json").read_text())
     assert report["episodes"] == 2 and report["annotations"] == 0
+    # learning rates to choose among are checked before anything runs
+    code = main(["improve", *common, "--out", str(tmp_path / "ei-lr"), "--val-env",
+                 "MathWord-v0:split=validation,num_tasks=1,levels=[1]", "--lr", "1e-3",
+                 "--lr", "1e-3"])
+    assert code == 2 and "positive and distinct" in capsys.readouterr().err
+    assert not (tmp_path / "ei-lr").exists()
+
+
+@pytest.mark.full
+def test_each_learning_rate_trains_a_candidate_and_validation_keeps_the_best(tmp_path, tiny):
+    from lumos_gym.agents.base import AgentConfig
+    from lumos_gym.conversion.annotation import read_annotations
+    from lumos_gym.conversion.exports import export_records, write_records
+    from lumos_gym.conversion.pipeline import convert_env
+    from lumos_gym.models.factory import ModelOptions
+    from lumos_gym.workflows import improve as ei
+
+    env = ("lumos/MathWord-v0", {"split": "train", "num_tasks": 2, "levels": [1]})
+    convert_env(env[0], out=tmp_path / "gold.jsonl", env_kwargs=env[1])
+    gold = list(read_annotations(tmp_path / "gold.jsonl"))
+    folder = tmp_path / "round-1"
+    for fmt in ("plan-iterative", "ground-iterative"):
+        assert write_records(export_records(gold, fmt), folder / "data" / f"{fmt}.jsonl") == 2
+    adapters = {role: _start_adapter(tiny, tmp_path / f"start-{role}", n)
+                for n, role in enumerate(("planner", "grounder"))}
+    config = ei.ImproveConfig(
+        "lumos-i", adapters, tmp_path, [env],
+        [("lumos/MathWord-v0", {"split": "validation", "num_tasks": 1, "levels": [1]})],
+        lrs=[1e-3, 5e-2], models=ModelOptions(backend="hf", options={"device": "cpu"}),
+        train={"max_steps": 2, "warmup_ratio": 0, "batch_size": 2, "eval_fraction": 0,
+               "device": "cpu", "threads": 1},
+        agent_config=AgentConfig(max_new_tokens=6, max_rounds=1))
+    candidates, seconds = ei._train_candidates(config, folder, adapters)
+    assert [c["lr"] for c in candidates] == [1e-3, 5e-2] and seconds > 0
+    for c in candidates:
+        for role, trained in c["adapters"].items():
+            assert trained == str(folder / "models" / f"lr-{c['lr']:g}" / role)
+            saved = json.loads((Path(trained) / "lumos_train_config.json").read_text())
+            assert saved["lr"] == c["lr"] and saved["init_adapter"] == adapters[role]
+        assert (folder / "validation" / f"lr-{c['lr']:g}" / "0" / "summary.json").is_file()
+    small, large = (_lora_weights(c["adapters"]["planner"]) for c in candidates)
+    start = _lora_weights(adapters["planner"])
+    moved = [sum(float((w[k] - start[k]).abs().sum()) for k in start) for w in (small, large)]
+    assert 0 < moved[0] < moved[1]  # each candidate trained at its own rate
+    assert ei.best_candidate(candidates) is max(candidates, key=lambda c: c["validation"])
+    with pytest.raises(LumosGymError, match="positive and distinct"):
+        ei.ImproveConfig("lumos-i", adapters, tmp_path, [env], [env], lrs=[1e-3, 1e-3])
+
+
+def test_the_best_candidate_is_the_first_of_those_tied_on_validation():
+    from lumos_gym.workflows.improve import best_candidate
+
+    candidates = [{"lr": 1e-4, "validation": 0.5}, {"lr": 4e-4, "validation": (0.4 + 0.6) / 2},
+                  {"lr": 1e-3, "validation": 0.25}]
+    assert best_candidate(candidates)["lr"] == 1e-4
+    assert best_candidate([*candidates, {"lr": 2e-3, "validation": 0.51}])["lr"] == 2e-3
 
 
 def test_a_validation_tie_chooses_the_earlier_round():

@@ -57,6 +57,9 @@ def add_improve(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--min-reward", type=float, default=1.0)
     p.add_argument("--recipe", default="cpu-small", help="the training recipe")
     p.add_argument("--max-steps", type=int, default=None, help="training steps per round")
+    p.add_argument("--lr", type=float, action="append", default=[], dest="lrs",
+                   help="a learning rate to try, repeatable: each round trains one candidate "
+                   "per rate and keeps the best on validation (default: the recipe's)")
     p.add_argument("--backend", default=None, choices=["hf", "openvino", "openai", "vllm"],
                    help="the engine of the sampling and scoring runs (by default as evaluate's)")
     p.add_argument("--batch-size", type=int, default=32, help="episodes in flight")
@@ -72,13 +75,16 @@ def cmd_improve(args: argparse.Namespace) -> int:
         temperature=args.temperature or 0.7, limit=args.limit, val_limit=args.val_limit,
         min_reward=args.min_reward, recipe=args.recipe,
         train={"max_steps": args.max_steps} if args.max_steps else {},
+        lrs=args.lrs,
         models=ModelOptions(backend=args.backend or default_backend(),
                             batch_size=args.batch_size,
                             options={} if args.device == "auto" else {"device": args.device}),
         agent_config=agent,
     ))
     for row in report["rounds"]:
-        print(f"round {row['round']}: validation {row['validation']:.4f}")
+        tried = "".join(f", lr {c['lr']:g}: {c['validation']:.4f}"
+                        for c in row.get("candidates", ()))
+        print(f"round {row['round']}: validation {row['validation']:.4f}{tried}")
     print(f"chosen: round {report['chosen_round']}: {json.dumps(report['chosen_adapters'])}")
     return 0
 

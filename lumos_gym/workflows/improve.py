@@ -12,8 +12,11 @@ reward threshold, the counts).
 current modules on the *train* split envs (seeds ``round * samples + j``, at ``temperature``),
 the export, one ``train --init-adapter`` run per module from the current adapter, and an
 evaluation of the new modules on the *validation* envs; the round whose validation score is
-highest is the one reported as chosen (``OUT/improve.json``). Every step is skipped when its
-output is there, so a killed run goes on where it stopped.
+highest is the one reported as chosen (``OUT/improve.json``). With several learning rates
+(``--lr A --lr B``) each round trains one candidate per rate (``models/lr-A/<role>``), scores
+each on the validation envs (``validation/lr-A``) and goes on from the best; the test episodes
+never choose. Every step is skipped when its output is there, so a killed run goes on where it
+stopped.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from lumos_gym.jsonl import write_json_atomic
 from lumos_gym.leaderboard.evaluate import RunConfig, evaluate
 from lumos_gym.leaderboard.results import episodes_path, read_episodes
 from lumos_gym.models.factory import ModelOptions
+from lumos_gym.models.sources import adapter_base_name
 from lumos_gym.training import config_from_recipe, train
 from lumos_gym.training.trainer import REPORT_FILE
 
@@ -134,7 +138,9 @@ class ImproveConfig:
         val_limit: tasks per validation env.
         min_reward: the least reward of a kept episode.
         recipe: the training recipe; ``train`` overrides its fields.
-        train: more :class:`~lumos_gym.training.TrainConfig` settings (``max_steps``, ``lr``...).
+        train: more :class:`~lumos_gym.training.TrainConfig` settings (``max_steps``...).
+        lrs: learning rates to try in each round, the best on validation kept (a tie goes to
+            the first named); empty: the recipe's (or ``train``'s) one rate.
         models: backend options of the sampling and scoring runs (the adapters are set here).
         agent_config: the agent's settings (its temperature and seed are set per run).
     """
@@ -152,6 +158,7 @@ class ImproveConfig:
     min_reward: float = 1.0
     recipe: str | None = "cpu-small"
     train: Mapping[str, Any] = field(default_factory=dict)
+    lrs: Sequence[float] = ()
     models: ModelOptions = field(default_factory=ModelOptions)
     agent_config: AgentConfig = field(default_factory=AgentConfig)
 
@@ -163,6 +170,9 @@ class ImproveConfig:
             raise LumosGymError(f"improve {self.agent} needs a starting adapter for {missing}")
         if self.rounds < 1 or self.samples < 1 or self.temperature <= 0:
             raise LumosGymError("improve needs rounds and samples >= 1 and a temperature > 0")
+        if any(lr <= 0 for lr in self.lrs) or len(set(self.lrs)) < len(self.lrs):
+            raise LumosGymError(f"improve's learning rates must be positive and distinct, "
+                                f"got {list(self.lrs)}")
 
 
 def module_models(base: ModelOptions, adapters: Mapping[str, str]) -> ModelOptions:
@@ -203,7 +213,7 @@ def _score(summaries: Sequence[Mapping[str, Any]]) -> float:
 
 
 def _train_modules(config: ImproveConfig, data: Path, adapters: Mapping[str, str],
-                   out: Path) -> dict[str, str]:
+                   out: Path, lr: float | None = None) -> dict[str, str]:
     """One ``train --init-adapter`` run per module from its current adapter."""
     trained = {}
     for role, fmt in MODULE_FORMATS[config.agent].items():
@@ -215,10 +225,41 @@ def _train_modules(config: ImproveConfig, data: Path, adapters: Mapping[str, str
                                     f"({data / EXPORT_REPORT}); sample more or lower "
                                     "--min-reward")
             settings = {"report_to": "none", **dict(config.train)}
+            base = adapter_base_name(adapters[role])  # the model the adapter was made for
+            if base and "base_model" not in settings:
+                settings["base_model"] = base
+            if lr is not None:
+                settings["lr"] = lr
             train(config_from_recipe(config.recipe, data=[str(records)], out=str(folder),
                                      init_adapter=str(adapters[role]), **settings))
         trained[role] = str(folder)
     return trained
+
+
+def _train_candidates(config: ImproveConfig, folder: Path,
+                      adapters: Mapping[str, str]) -> tuple[list[dict[str, Any]], float]:
+    """Train and validate one candidate per learning rate; return them and the seconds trained.
+
+    One rate (or none named) keeps the single-candidate layout ``models/<role>`` and
+    ``validation``; several put each under ``lr-<rate>``.
+    """
+    rates: list[float | None] = list(config.lrs) or [None]
+    candidates, training = [], 0.0
+    for lr in rates:
+        tag = "" if len(rates) == 1 else f"lr-{lr:g}"
+        clock = time.monotonic()
+        trained = _train_modules(config, folder / "data", adapters, folder / "models" / tag, lr)
+        training += time.monotonic() - clock
+        score = _score(_run_envs(config, trained, config.val_envs, folder / "validation" / tag,
+                                 seed=0, temperature=0.0, limit=config.val_limit))
+        candidates.append({"lr": lr, "adapters": trained, "validation": score})
+    return candidates, training
+
+
+def best_candidate(candidates: Sequence[Mapping[str, Any]]) -> Mapping[str, Any]:
+    """The candidate with the best validation score (9 decimals); a tie goes to the first."""
+    return max(enumerate(candidates),
+               key=lambda pair: (round(float(pair[1]["validation"]), 9), -pair[0]))[1]
 
 
 def chosen_round(rounds: Sequence[Mapping[str, Any]]) -> Mapping[str, Any]:
@@ -231,6 +272,36 @@ def chosen_round(rounds: Sequence[Mapping[str, Any]]) -> Mapping[str, Any]:
     return max(rounds, key=lambda row: (round(float(row["validation"]), 9), -int(row["round"])))
 
 
+def _round(config: ImproveConfig, r: int, adapters: Mapping[str, str]) -> dict[str, Any]:
+    """Round ``r``: sample with ``adapters``, keep the good episodes, train, validate."""
+    folder = Path(config.out) / f"round-{r}"
+    clock = time.monotonic()
+    samples, tokens = [], 0
+    for j in range(config.samples):
+        seed = r * config.samples + j
+        target = folder / "samples" / f"seed-{seed}"
+        for summary in _run_envs(config, adapters, config.train_envs, target, seed=seed,
+                                 temperature=config.temperature, limit=config.limit):
+            overall = summary.get("overall") or {}
+            tokens += int(overall.get("input_tokens") or 0)
+            tokens += int(overall.get("output_tokens") or 0)
+        samples += sorted(p.parent for p in target.glob("*/episodes.jsonl"))
+    sampled = time.monotonic()
+    export = export_from_results(samples, folder / "data", min_reward=config.min_reward,
+                                 formats=sorted(set(MODULE_FORMATS[config.agent].values())))
+    candidates, training = _train_candidates(config, folder, adapters)
+    best = best_candidate(candidates)
+    row = {"round": r, "adapters": best["adapters"], "validation": best["validation"],
+           "kept_annotations": export["annotations"], "records": export["records"],
+           "episodes": export["episodes"], "sampled_tokens": tokens,
+           "seconds": {"sampling": round(sampled - clock, 1), "training": round(training, 1),
+                       "validation": round(time.monotonic() - sampled - training, 1)}}
+    if config.lrs:
+        row["lr"] = best["lr"]
+        row["candidates"] = candidates
+    return row
+
+
 def improve(config: ImproveConfig) -> dict[str, Any]:
     """Run expert iteration as ``config`` says (see the module doc); return the report."""
     out = Path(config.out)
@@ -239,31 +310,8 @@ def improve(config: ImproveConfig) -> dict[str, Any]:
         config, adapters, config.val_envs, out / "round-0" / "validation", seed=0,
         temperature=0.0, limit=config.val_limit))}]
     for r in range(1, config.rounds + 1):
-        folder = out / f"round-{r}"
-        clock = time.monotonic()
-        samples, tokens = [], 0
-        for j in range(config.samples):
-            seed = r * config.samples + j
-            target = folder / "samples" / f"seed-{seed}"
-            for summary in _run_envs(config, adapters, config.train_envs, target, seed=seed,
-                                     temperature=config.temperature, limit=config.limit):
-                overall = summary.get("overall") or {}
-                tokens += int(overall.get("input_tokens") or 0)
-                tokens += int(overall.get("output_tokens") or 0)
-            samples += sorted(p.parent for p in target.glob("*/episodes.jsonl"))
-        sampled = time.monotonic()
-        export = export_from_results(samples, folder / "data", min_reward=config.min_reward,
-                                     formats=sorted(set(MODULE_FORMATS[config.agent].values())))
-        adapters = _train_modules(config, folder / "data", adapters, folder / "models")
-        trained = time.monotonic()
-        score = _score(_run_envs(config, adapters, config.val_envs, folder / "validation",
-                                 seed=0, temperature=0.0, limit=config.val_limit))
-        rounds.append({"round": r, "adapters": adapters, "validation": score,
-                       "kept_annotations": export["annotations"], "records": export["records"],
-                       "episodes": export["episodes"], "sampled_tokens": tokens,
-                       "seconds": {"sampling": round(sampled - clock, 1),
-                                   "training": round(trained - sampled, 1),
-                                   "validation": round(time.monotonic() - trained, 1)}})
+        rounds.append(_round(config, r, adapters))
+        adapters = rounds[-1]["adapters"]
     best = chosen_round(rounds)
     report = {"agent": config.agent, "method": "expert-iteration",
               "reward": f"env reward >= {config.min_reward}", "rounds": rounds,
@@ -271,6 +319,8 @@ def improve(config: ImproveConfig) -> dict[str, Any]:
               "train_envs": [[e, dict(k)] for e, k in config.train_envs],
               "val_envs": [[e, dict(k)] for e, k in config.val_envs],
               "samples": config.samples, "temperature": config.temperature}
+    if config.lrs:
+        report["lrs"] = list(config.lrs)
     write_json_atomic(out / "improve.json", report)
     return report
 
@@ -280,6 +330,7 @@ __all__ = [
     "MODULE_FORMATS",
     "PLAN_ROLES",
     "ImproveConfig",
+    "best_candidate",
     "chosen_round",
     "export_from_results",
     "improve",
