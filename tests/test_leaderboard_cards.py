@@ -317,7 +317,8 @@ def test_cards_name_the_reward_of_expert_iteration_and_grpo(tmp_path):
     card = training_card(sft)
     expected = {"method": "expert iteration", "min_reward": 1.0, "episodes": 40,
                 "annotations": 12, "envs": [train_env], "results": ["samples/seed-0"],
-                "sampled_tokens": None, "sampling_seconds": None}  # the samples are gone
+                "sampled_tokens": None, "sampling_seconds": None,  # the samples are gone
+                "leakage": None}
     assert card["reward_source"] == expected
     # with the sampled results in place, the card counts their tokens and wall time
     samples = tmp_path / "samples" / "seed-0"
@@ -348,3 +349,11 @@ def test_cards_name_the_reward_of_expert_iteration_and_grpo(tmp_path):
             "KL weight 0.04) on " + train_env + ", reward: env reward") in text
     assert ("exported from episodes with reward >= 1.0 of samples/seed-0 on " + train_env
             + " (1000 prompt and generated tokens sampling, 150 s)") in text
+    assert "checked against" not in text  # no leakage report beside either
+    # the leakage check improve and grpo leave beside what they trained on
+    leakage = {"suite": "compare", "clean": True, "total": {"test_tasks": 400, "shared_tasks": 0}}
+    for folder in (data, grpo):
+        (folder / "leakage.json").write_text(json.dumps(leakage))
+    text = card_text(_run({"planner": training_card(grpo / "planner"),
+                           "grounder": training_card(sft)}))
+    assert text.count("train tasks checked against compare's test tasks: 0 of 400 shared") == 2

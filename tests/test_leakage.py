@@ -177,3 +177,34 @@ def test_cli_data_leakage_exits_1_on_an_overlap(tmp_path, capsys):
     leaky = _data_folder(tmp_path / "b", [("lumos/MathWord-v0", {"split": "test", **MATH})])
     assert main(["data", "leakage", "--out", str(leaky), "--suite", str(suite)]) == 1
     assert "LEAKAGE" in capsys.readouterr().out
+
+
+def test_the_tasks_a_learning_run_draws_from_are_checked_before_it_runs(tmp_path):
+    from lumos_gym.conversion.leakage import leakage_summary, training_from_envs
+    from lumos_gym.workflows.improve import check_train_tasks
+
+    suite = tmp_path / "mine.json"
+    suite.write_text(json.dumps({"name": "mine", "envs": [
+        {"env": "lumos/MathWord-v0", "kwargs": {"split": "test", **MATH}},
+        {"env": "lumos/WorldQA-v0", "kwargs": {"split": "test", **WORLD}},
+        {"env": "lumos/Scenes-v0", "kwargs": {"split": "test", **SCENES}}]}))
+    train = [("lumos/MathWord-v0", {"split": "train", **MATH}),
+             ("lumos/WorldQA-v0", {"split": "train", **WORLD})]
+    data = training_from_envs(train, limit=3)
+    assert sorted(i.split("/")[0] for i in data.ids) == ["mathword"] * 3 + ["worldqa"]
+    assert data.splits == train
+    report = check_train_tasks(train, tmp_path / "run", suite=str(suite), limit=3)
+    assert report["clean"] and report["suite"] == str(suite)
+    assert sorted(report["envs"]) == ["lumos/MathWord-v0", "lumos/WorldQA-v0"]  # its envs only
+    assert report["envs"]["lumos/WorldQA-v0"]["train_tasks"] == 1  # entities were compared
+    assert json.loads((tmp_path / "run" / "leakage.json").read_text()) == report
+    assert leakage_summary(report) == {"suite": str(suite), "clean": True, "test_tasks": 5,
+                                       "shared_tasks": 0}
+    # training on the test split itself shares every task: refused before anything runs
+    with pytest.raises(LumosGymError, match="share test tasks of the"):
+        check_train_tasks([("lumos/MathWord-v0", {"split": "test", **MATH})],
+                          tmp_path / "leaky", suite=str(suite))
+    leaky = json.loads((tmp_path / "leaky" / "leakage.json").read_text())
+    assert leaky["total"]["shared_tasks"] == 4 and leaky["clean"] is False
+    assert check_train_tasks(train, tmp_path / "skip", suite=None) is None
+    assert not (tmp_path / "skip").exists()

@@ -9,10 +9,11 @@ from typing import Any
 
 from lumos_gym.agents.base import AgentConfig
 from lumos_gym.cli.args import parse_kwargs
+from lumos_gym.conversion.leakage import leakage_summary
 from lumos_gym.envs.registration import resolve_env_id
 from lumos_gym.errors import LumosGymError
 from lumos_gym.models.factory import ModelOptions, default_backend
-from lumos_gym.workflows.improve import ImproveConfig, improve
+from lumos_gym.workflows.improve import ImproveConfig, check_train_tasks, improve
 
 
 def _env(value: str) -> tuple[str, dict[str, Any]]:
@@ -42,6 +43,19 @@ def _add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-new-tokens", type=int, default=None)
     p.add_argument("--max-rounds", type=int, default=None)
     p.add_argument("--device", default="auto")
+    p.add_argument("--leakage-suite", default="compare", metavar="SUITE",
+                   help="check the train envs' tasks against this suite's test tasks before "
+                   "anything runs, and record it (default compare; 'none' skips)")
+
+
+def _leakage_suite(args: argparse.Namespace) -> str | None:
+    return None if args.leakage_suite.lower() == "none" else args.leakage_suite
+
+
+def _print_leakage(summary: dict[str, Any] | None) -> None:
+    if summary:
+        print(f"leakage: the train tasks share {summary['shared_tasks']} of the "
+              f"{summary['test_tasks']} test tasks of {summary['suite']!r} (same envs)")
 
 
 def add_improve(sub: argparse._SubParsersAction) -> None:
@@ -75,12 +89,13 @@ def cmd_improve(args: argparse.Namespace) -> int:
         temperature=args.temperature or 0.7, limit=args.limit, val_limit=args.val_limit,
         min_reward=args.min_reward, recipe=args.recipe,
         train={"max_steps": args.max_steps} if args.max_steps else {},
-        lrs=args.lrs,
+        lrs=args.lrs, leakage_suite=_leakage_suite(args),
         models=ModelOptions(backend=args.backend or default_backend(),
                             batch_size=args.batch_size,
                             options={} if args.device == "auto" else {"device": args.device}),
         agent_config=agent,
     ))
+    _print_leakage(report.get("leakage"))
     for row in report["rounds"]:
         tried = "".join(f", lr {c['lr']:g}: {c['validation']:.4f}"
                         for c in row.get("candidates", ()))
@@ -111,8 +126,11 @@ def cmd_grpo(args: argparse.Namespace) -> int:
 
     if not _modules(args):
         raise LumosGymError("give the starting adapters: --planner and --grounder, or --policy")
+    envs = [_env(e) for e in args.train_env]
+    _print_leakage(leakage_summary(check_train_tasks(
+        envs, args.out, suite=_leakage_suite(args), limit=args.limit)))
     report = grpo(grpo_config(
-        args.recipe, adapters=_modules(args), envs=[_env(e) for e in args.train_env],
+        args.recipe, adapters=_modules(args), envs=envs,
         out=args.out, agent=args.agent, steps=args.steps, tasks_per_step=args.tasks_per_step,
         group_size=args.group_size, temperature=args.temperature, lr=args.lr, beta=args.beta,
         invalid_penalty=args.invalid_penalty, max_new_tokens=args.max_new_tokens,

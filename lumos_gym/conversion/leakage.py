@@ -43,6 +43,9 @@ from lumos_gym.text import table
 
 #: Shared tasks or entities named per env in a report.
 EXAMPLES = 3
+LEAKAGE_FILE = "leakage.json"
+"""The leakage report a run writes beside what it trained on (``reproduce``, ``improve``,
+``grpo``); a training card reads it from there."""
 _NOT_WORD = re.compile(r"[^\w]+|_+")
 
 
@@ -255,6 +258,33 @@ def read_training(paths: Sequence[str | Path], *, num_tasks: int | None = None) 
     return data
 
 
+def leakage_summary(report: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """The counts a training card shows of a recorded report (``to_dict`` with its ``suite``)."""
+    if not report:
+        return None
+    total = report.get("total") or {}
+    return {"suite": report.get("suite"), "clean": bool(report.get("clean")),
+            "test_tasks": total.get("test_tasks"), "shared_tasks": total.get("shared_tasks")}
+
+
+def training_from_envs(
+    envs: Sequence[tuple[str, Mapping[str, Any]]], *, limit: int | None = None
+) -> TrainingData:
+    """The tasks a run draws from envs as training data: each task's id and text, and its split.
+
+    Expert iteration samples, and GRPO plays, the first ``limit`` tasks (all when ``None``) of
+    each ``(env id, arguments)``; whatever such a run trains on comes from these tasks, so they
+    are what to compare with the test tasks (their entities are read again from the splits).
+    """
+    data = TrainingData()
+    for env_id, kwargs in envs:
+        for task in _view(env_id, kwargs, lambda tasks: tasks[:limit]).tasks:
+            data.ids.add(task.id)
+            data.texts.add(normalise_text(task.question))
+        data.splits.append((env_id, dict(kwargs)))
+    return data
+
+
 # -------------------------------------------------------------------------------- the check
 @dataclass
 class EnvLeakage:
@@ -456,6 +486,7 @@ __all__ = [
     "ENTITY_READERS",
     "EnvLeakage",
     "EvalTasks",
+    "LEAKAGE_FILE",
     "LeakageReport",
     "TextIndex",
     "TrainingData",
@@ -463,6 +494,8 @@ __all__ = [
     "build_splits",
     "check_leakage",
     "eval_tasks",
+    "leakage_summary",
     "normalise_text",
     "read_training",
+    "training_from_envs",
 ]

@@ -123,7 +123,7 @@ def _role_text(card: Mapping[str, Any]) -> str:
                 f"of {card.get('batch_size')} episodes (groups of {rewarded.get('group_size')}, "
                 f"KL weight {rewarded.get('beta')}) on {envs}, reward: {rewarded.get('reward')}; "
                 f"{rewarded.get('sampled_tokens')} tokens sampled on {rewarded.get('device')}"
-                f"{_seconds(card.get('seconds'), ' in all')}")
+                f"{_seconds(card.get('seconds'), ' in all')}{_leakage_text(rewarded)}")
     files = (card.get("data") or {}).items()
     data = ", ".join(f"{name} {digest[:8]}" for name, digest in files)
     text = (f"{card.get('recipe')} seed {card.get('seed')}, {card.get('steps')} steps of "
@@ -135,7 +135,17 @@ def _role_text(card: Mapping[str, Any]) -> str:
         if rewarded.get("sampled_tokens") is not None:
             text += (f" ({rewarded['sampled_tokens']} prompt and generated tokens sampling"
                      f"{_seconds(rewarded.get('sampling_seconds'), '')})")
+        text += _leakage_text(rewarded)
     return text
+
+
+def _leakage_text(rewarded: Mapping[str, Any]) -> str:
+    """``", train tasks checked against <suite>: N of M test tasks shared"``, if checked."""
+    leakage = rewarded.get("leakage")
+    if not leakage:
+        return ""
+    return (f", train tasks checked against {leakage.get('suite')}'s test tasks: "
+            f"{leakage.get('shared_tasks')} of {leakage.get('test_tasks')} shared")
 
 
 def _seconds(value: Any, what: str) -> str:

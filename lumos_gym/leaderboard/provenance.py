@@ -31,6 +31,7 @@ from lumos_gym import __version__
 from lumos_gym.agents.base import Agent
 from lumos_gym.agents.lumos import DATASET_ROUNDS, LUMOS_ROUNDS
 from lumos_gym.conversion.episodes import EXPORT_REPORT
+from lumos_gym.conversion.leakage import LEAKAGE_FILE, leakage_summary
 from lumos_gym.envs.sources import file_sha256, tasks_sha256
 from lumos_gym.jsonl import cache_root, read_json_object
 from lumos_gym.models.base import Backend
@@ -251,6 +252,7 @@ def _reward_source(data: Mapping[str, Any]) -> dict[str, Any] | None:
                 "envs": sorted({e for s in sources for e in s.get("envs") or []}),
                 "results": ["/".join(f.parts[-2:]) for f in folders],
                 **_sampling_cost(folders),
+                "leakage": _leakage(Path(str(name)).parent),
             }
     return None
 
@@ -280,6 +282,11 @@ def _sampling_cost(folders: Sequence[Path]) -> dict[str, Any]:
     return {"sampled_tokens": tokens, "sampling_seconds": round(seconds, 1)}
 
 
+def _leakage(folder: Path) -> dict[str, Any] | None:
+    """The leakage check ``improve`` or ``grpo`` left in ``folder``: suite, tasks, shared."""
+    return leakage_summary(read_json_object(folder / LEAKAGE_FILE))
+
+
 def _grpo_card(folder: Path) -> dict[str, Any] | None:
     """The card of an adapter trained by ``lumos-gym grpo`` (its run's report, one level up)."""
     report = read_json_object(folder.parent / GRPO_REPORT)
@@ -298,6 +305,7 @@ def _grpo_card(folder: Path) -> dict[str, Any] | None:
             "start": {r: Path(str(a)).name for r, a in (config.get("adapters") or {}).items()},
             "sampled_tokens": report.get("sampled_tokens"), "device": report.get("device"),
             "first_reward": report.get("first_reward"), "final_reward": report.get("final_reward"),
+            "leakage": _leakage(folder.parent),
         },
         "seconds": report.get("seconds"), "lumos_gym": report.get("lumos_gym_version"),
     }

@@ -8,20 +8,22 @@ module format, deduplicated, in ``DIR/<format>.jsonl``, with ``DIR/annotations.j
 ``DIR/export.json`` (where they came from: the results folders, their envs and arguments, the
 reward threshold, the counts).
 
-``lumos-gym improve`` is :func:`improve`: for each round, ``samples`` evaluations of the
-current modules on the *train* split envs (seeds ``round * samples + j``, at ``temperature``),
-the export, one ``train --init-adapter`` run per module from the current adapter, and an
-evaluation of the new modules on the *validation* envs; the round whose validation score is
-highest is the one reported as chosen (``OUT/improve.json``). With several learning rates
-(``--lr A --lr B``) each round trains one candidate per rate (``models/lr-A/<role>``), scores
-each on the validation envs (``validation/lr-A``) and goes on from the best; the test episodes
-never choose. Every step is skipped when its output is there, so a killed run goes on where it
-stopped.
+``lumos-gym improve`` is :func:`improve`: first the train envs' tasks are checked against the
+test tasks of a suite (:func:`check_train_tasks`, ``compare`` by default); then, for each round,
+``samples`` evaluations of the current modules on the *train* split envs (seeds
+``round * samples + j``, at ``temperature``), the export, one ``train --init-adapter`` run
+per module from the current adapter, and an evaluation of the new modules on the *validation*
+envs; the round whose validation score is highest is the one reported as chosen
+(``OUT/improve.json``). With several learning rates (``--lr A --lr B``) each round trains one
+candidate per rate (``models/lr-A/<role>``), scores each on the validation envs
+(``validation/lr-A``) and goes on from the best; the test episodes never choose. Every step is
+skipped when its output is there, so a killed run goes on where it stopped.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -32,14 +34,24 @@ from lumos_gym.agents.base import AgentConfig
 from lumos_gym.conversion.annotation import write_annotations
 from lumos_gym.conversion.episodes import EXPORT_REPORT, PLAN_ROLES, annotations_from_episodes
 from lumos_gym.conversion.exports import FORMATS, Rejected, export_records, write_records
+from lumos_gym.conversion.leakage import (
+    LEAKAGE_FILE,
+    check_leakage,
+    eval_tasks,
+    leakage_summary,
+    training_from_envs,
+)
 from lumos_gym.errors import LumosGymError
 from lumos_gym.jsonl import write_json_atomic
 from lumos_gym.leaderboard.evaluate import RunConfig, evaluate
 from lumos_gym.leaderboard.results import episodes_path, read_episodes
+from lumos_gym.leaderboard.suites import suite_entries
 from lumos_gym.models.factory import ModelOptions
 from lumos_gym.models.sources import adapter_base_name
 from lumos_gym.training import config_from_recipe, train
 from lumos_gym.training.trainer import REPORT_FILE
+
+logger = logging.getLogger(__name__)
 
 #: The export format each module of an agent learns from.
 MODULE_FORMATS: dict[str, dict[str, str]] = {
@@ -141,6 +153,8 @@ class ImproveConfig:
         train: more :class:`~lumos_gym.training.TrainConfig` settings (``max_steps``...).
         lrs: learning rates to try in each round, the best on validation kept (a tie goes to
             the first named); empty: the recipe's (or ``train``'s) one rate.
+        leakage_suite: the suite whose test tasks the train envs' tasks are checked against
+            before anything is sampled (:func:`check_train_tasks`); ``None`` skips the check.
         models: backend options of the sampling and scoring runs (the adapters are set here).
         agent_config: the agent's settings (its temperature and seed are set per run).
     """
@@ -159,6 +173,7 @@ class ImproveConfig:
     recipe: str | None = "cpu-small"
     train: Mapping[str, Any] = field(default_factory=dict)
     lrs: Sequence[float] = ()
+    leakage_suite: str | None = "compare"
     models: ModelOptions = field(default_factory=ModelOptions)
     agent_config: AgentConfig = field(default_factory=AgentConfig)
 
@@ -173,6 +188,35 @@ class ImproveConfig:
         if any(lr <= 0 for lr in self.lrs) or len(set(self.lrs)) < len(self.lrs):
             raise LumosGymError(f"improve's learning rates must be positive and distinct, "
                                 f"got {list(self.lrs)}")
+
+
+def check_train_tasks(
+    envs: Sequence[tuple[str, Mapping[str, Any]]], out: str | Path, *,
+    suite: str | None = "compare", limit: int | None = None,
+) -> dict[str, Any] | None:
+    """Check the tasks a run learns from against ``suite``'s test tasks of the same envs.
+
+    The tasks are the first ``limit`` of each train env (what ``improve`` samples and ``grpo``
+    plays); the check is ``lumos-gym data leakage``'s (task texts, ids, the generated worlds'
+    entities). The report, with the suite's name, goes to ``OUT/leakage.json`` and is
+    returned; ``suite=None`` skips the check and returns ``None``.
+
+    Raises:
+        LumosGymError: a test task or entity is among the train tasks (nothing was run yet).
+    """
+    if suite is None:
+        return None
+    ids = {env_id for env_id, _ in envs}
+    tests = [entry for entry in suite_entries(suite=suite) if entry.env_id in ids]
+    report = check_leakage(training_from_envs(envs, limit=limit), eval_tasks(tests),
+                           log=logger.info)
+    recorded = {**report.to_dict(), "suite": suite}
+    Path(out).mkdir(parents=True, exist_ok=True)
+    write_json_atomic(Path(out) / LEAKAGE_FILE, recorded)
+    if not report.clean:
+        raise LumosGymError(f"the train envs share test tasks of the {suite!r} suite:\n"
+                            f"{report.format()}\n(report: {Path(out) / LEAKAGE_FILE})")
+    return recorded
 
 
 def module_models(base: ModelOptions, adapters: Mapping[str, str]) -> ModelOptions:
@@ -272,7 +316,8 @@ def chosen_round(rounds: Sequence[Mapping[str, Any]]) -> Mapping[str, Any]:
     return max(rounds, key=lambda row: (round(float(row["validation"]), 9), -int(row["round"])))
 
 
-def _round(config: ImproveConfig, r: int, adapters: Mapping[str, str]) -> dict[str, Any]:
+def _round(config: ImproveConfig, r: int, adapters: Mapping[str, str],
+           leakage: Mapping[str, Any] | None) -> dict[str, Any]:
     """Round ``r``: sample with ``adapters``, keep the good episodes, train, validate."""
     folder = Path(config.out) / f"round-{r}"
     clock = time.monotonic()
@@ -289,6 +334,8 @@ def _round(config: ImproveConfig, r: int, adapters: Mapping[str, str]) -> dict[s
     sampled = time.monotonic()
     export = export_from_results(samples, folder / "data", min_reward=config.min_reward,
                                  formats=sorted(set(MODULE_FORMATS[config.agent].values())))
+    if leakage is not None:  # beside the records, where their training card looks
+        write_json_atomic(folder / "data" / LEAKAGE_FILE, dict(leakage))
     candidates, training = _train_candidates(config, folder, adapters)
     best = best_candidate(candidates)
     row = {"round": r, "adapters": best["adapters"], "validation": best["validation"],
@@ -306,11 +353,13 @@ def improve(config: ImproveConfig) -> dict[str, Any]:
     """Run expert iteration as ``config`` says (see the module doc); return the report."""
     out = Path(config.out)
     adapters = {role: str(config.adapters[role]) for role in MODULE_FORMATS[config.agent]}
+    leakage = check_train_tasks(config.train_envs, out, suite=config.leakage_suite,
+                                limit=config.limit)
     rounds = [{"round": 0, "adapters": adapters, "validation": _score(_run_envs(
         config, adapters, config.val_envs, out / "round-0" / "validation", seed=0,
         temperature=0.0, limit=config.val_limit))}]
     for r in range(1, config.rounds + 1):
-        rounds.append(_round(config, r, adapters))
+        rounds.append(_round(config, r, adapters, leakage))
         adapters = rounds[-1]["adapters"]
     best = chosen_round(rounds)
     report = {"agent": config.agent, "method": "expert-iteration",
@@ -318,7 +367,8 @@ def improve(config: ImproveConfig) -> dict[str, Any]:
               "chosen_round": best["round"], "chosen_adapters": best["adapters"],
               "train_envs": [[e, dict(k)] for e, k in config.train_envs],
               "val_envs": [[e, dict(k)] for e, k in config.val_envs],
-              "samples": config.samples, "temperature": config.temperature}
+              "samples": config.samples, "temperature": config.temperature,
+              "leakage": leakage_summary(leakage)}
     if config.lrs:
         report["lrs"] = list(config.lrs)
     write_json_atomic(out / "improve.json", report)
@@ -331,6 +381,7 @@ __all__ = [
     "PLAN_ROLES",
     "ImproveConfig",
     "best_candidate",
+    "check_train_tasks",
     "chosen_round",
     "export_from_results",
     "improve",

@@ -32,7 +32,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lumos_gym.conversion.leakage import check_leakage, eval_tasks, read_training
+from lumos_gym.conversion.leakage import (
+    LEAKAGE_FILE,
+    check_leakage,
+    eval_tasks,
+    read_training,
+)
 from lumos_gym.conversion.pipeline import build_offline_data
 from lumos_gym.envs.registration import families, fill_from_families
 from lumos_gym.jsonl import write_json_atomic
@@ -324,10 +329,6 @@ def evaluate_agent(
         ))
         records.extend(result.records)
     return records
-
-
-LEAKAGE_FILE = "leakage.json"
-"""The leakage check's report in a reproduction's folder."""
 
 
 def check_test_leakage(
