@@ -271,8 +271,16 @@ def test_the_improve_and_grpo_verbs_run_on_the_tiny_model(tmp_path, tiny, capsys
                  "MathWord-v0:split=validation,num_tasks=1,levels=[1]", "--rounds", "1",
                  "--samples", "2"])
     assert code == 2 and "no plan-iterative record was kept" in capsys.readouterr().err
-    report = json.loads((tmp_path / "ei" / "round-1" / "data" / "export.json").read_text())
+    exported = tmp_path / "ei" / "round-1" / "data" / "export.json"
+    report = json.loads(exported.read_text())
     assert report["episodes"] == 2 and report["annotations"] == 0
+    # run again: the samples and the export are there, so neither is made again
+    exported.write_text(json.dumps({**report, "mark": 1}))
+    code = main(["improve", *common, "--out", str(tmp_path / "ei"), "--val-env",
+                 "MathWord-v0:split=validation,num_tasks=1,levels=[1]", "--rounds", "1",
+                 "--samples", "2"])
+    assert code == 2 and "no plan-iterative record was kept" in capsys.readouterr().err
+    assert json.loads(exported.read_text())["mark"] == 1
     # learning rates to choose among are checked before anything runs
     code = main(["improve", *common, "--out", str(tmp_path / "ei-lr"), "--val-env",
                  "MathWord-v0:split=validation,num_tasks=1,levels=[1]", "--lr", "1e-3",
@@ -320,6 +328,21 @@ def test_each_learning_rate_trains_a_candidate_and_validation_keeps_the_best(tmp
     assert ei.best_candidate(candidates) is max(candidates, key=lambda c: c["validation"])
     with pytest.raises(LumosGymError, match="positive and distinct"):
         ei.ImproveConfig("lumos-i", adapters, tmp_path, [env], [env], lrs=[1e-3, 1e-3])
+
+
+def test_a_rerun_of_a_finished_round_keeps_what_the_round_cost():
+    from lumos_gym.workflows.improve import _with_earlier_seconds
+
+    adapters = {"planner": "r1/planner", "grounder": "r1/grounder"}
+    earlier = {"round": 1, "adapters": adapters,
+               "seconds": {"sampling": 1300.0, "training": 1990.2, "validation": 400.0}}
+    rerun = {"round": 1, "adapters": adapters,
+             "seconds": {"sampling": 0.4, "export": 0.0, "training": 0.0, "validation": 0.3}}
+    assert _with_earlier_seconds(dict(rerun), earlier)["seconds"] == {
+        "sampling": 1300.4, "export": 0.0, "training": 1990.2, "validation": 400.3}
+    other = {**earlier, "adapters": {"planner": "r1/lr-1e-4/planner"}}  # another candidate won
+    assert _with_earlier_seconds(dict(rerun), other)["seconds"] == rerun["seconds"]
+    assert _with_earlier_seconds(dict(rerun), None)["seconds"] == rerun["seconds"]
 
 
 def test_the_best_candidate_is_the_first_of_those_tied_on_validation():

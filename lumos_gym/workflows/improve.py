@@ -42,7 +42,7 @@ from lumos_gym.conversion.leakage import (
     training_from_envs,
 )
 from lumos_gym.errors import LumosGymError
-from lumos_gym.jsonl import write_json_atomic
+from lumos_gym.jsonl import read_json_object, write_json_atomic
 from lumos_gym.leaderboard.evaluate import RunConfig, evaluate
 from lumos_gym.leaderboard.results import episodes_path, read_episodes
 from lumos_gym.leaderboard.suites import suite_entries
@@ -332,20 +332,37 @@ def _round(config: ImproveConfig, r: int, adapters: Mapping[str, str],
             tokens += int(overall.get("output_tokens") or 0)
         samples += sorted(p.parent for p in target.glob("*/episodes.jsonl"))
     sampled = time.monotonic()
-    export = export_from_results(samples, folder / "data", min_reward=config.min_reward,
-                                 formats=sorted(set(MODULE_FORMATS[config.agent].values())))
+    export = read_json_object(folder / "data" / EXPORT_REPORT)  # written last: complete
+    if export is None:
+        export = export_from_results(samples, folder / "data", min_reward=config.min_reward,
+                                     formats=sorted(set(MODULE_FORMATS[config.agent].values())))
     if leakage is not None:  # beside the records, where their training card looks
         write_json_atomic(folder / "data" / LEAKAGE_FILE, dict(leakage))
+    exported = time.monotonic()
     candidates, training = _train_candidates(config, folder, adapters)
     best = best_candidate(candidates)
     row = {"round": r, "adapters": best["adapters"], "validation": best["validation"],
            "kept_annotations": export["annotations"], "records": export["records"],
            "episodes": export["episodes"], "sampled_tokens": tokens,
-           "seconds": {"sampling": round(sampled - clock, 1), "training": round(training, 1),
-                       "validation": round(time.monotonic() - sampled - training, 1)}}
+           "seconds": {"sampling": round(sampled - clock, 1),
+                       "export": round(exported - sampled, 1), "training": round(training, 1),
+                       "validation": round(time.monotonic() - exported - training, 1)}}
     if config.lrs:
         row["lr"] = best["lr"]
         row["candidates"] = candidates
+    return row
+
+
+def _with_earlier_seconds(row: dict[str, Any], earlier: Mapping[str, Any] | None) -> dict:
+    """``row`` with the seconds an earlier, finished process spent on the same round added.
+
+    A rerun of a finished run skips every step, so its own seconds are near 0; the report keeps
+    what the round cost in all. (A process killed before the report was written leaves none.)
+    """
+    before = (earlier or {}).get("seconds") or {}
+    if (earlier or {}).get("adapters") == row["adapters"] and before:
+        row["seconds"] = {key: round(value + float(before.get(key) or 0.0), 1)
+                          for key, value in row["seconds"].items()}
     return row
 
 
@@ -358,8 +375,11 @@ def improve(config: ImproveConfig) -> dict[str, Any]:
     rounds = [{"round": 0, "adapters": adapters, "validation": _score(_run_envs(
         config, adapters, config.val_envs, out / "round-0" / "validation", seed=0,
         temperature=0.0, limit=config.val_limit))}]
+    earlier = {row.get("round"): row for row in
+               (read_json_object(out / "improve.json") or {}).get("rounds") or []}
     for r in range(1, config.rounds + 1):
-        rounds.append(_round(config, r, adapters, leakage))
+        rounds.append(_with_earlier_seconds(_round(config, r, adapters, leakage),
+                                            earlier.get(r)))
         adapters = rounds[-1]["adapters"]
     best = chosen_round(rounds)
     report = {"agent": config.agent, "method": "expert-iteration",
