@@ -7,6 +7,7 @@ The unit tests run on plain data; the ``full`` ones run the tiny random Llama of
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -326,6 +327,9 @@ def test_each_learning_rate_trains_a_candidate_and_validation_keeps_the_best(tmp
     moved = [sum(float((w[k] - start[k]).abs().sum()) for k in start) for w in (small, large)]
     assert 0 < moved[0] < moved[1]  # each candidate trained at its own rate
     assert ei.best_candidate(candidates) is max(candidates, key=lambda c: c["validation"])
+    # a run again with one of the rates reuses its candidate: nothing is trained or scored again
+    again, _ = ei._train_candidates(replace(config, lrs=[5e-2]), folder, adapters)
+    assert again == candidates[1:]
     with pytest.raises(LumosGymError, match="positive and distinct"):
         ei.ImproveConfig("lumos-i", adapters, tmp_path, [env], [env], lrs=[1e-3, 1e-3])
 

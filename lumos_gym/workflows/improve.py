@@ -284,13 +284,13 @@ def _train_candidates(config: ImproveConfig, folder: Path,
                       adapters: Mapping[str, str]) -> tuple[list[dict[str, Any]], float]:
     """Train and validate one candidate per learning rate; return them and the seconds trained.
 
-    One rate (or none named) keeps the single-candidate layout ``models/<role>`` and
-    ``validation``; several put each under ``lr-<rate>``.
+    With no rate named, the recipe's is used in ``models/<role>`` and ``validation``; each named
+    rate has its own ``lr-<rate>`` folder in both, so a run again with fewer rates reuses them.
     """
     rates: list[float | None] = list(config.lrs) or [None]
     candidates, training = [], 0.0
     for lr in rates:
-        tag = "" if len(rates) == 1 else f"lr-{lr:g}"
+        tag = "" if lr is None else f"lr-{lr:g}"
         clock = time.monotonic()
         trained = _train_modules(config, folder / "data", adapters, folder / "models" / tag, lr)
         training += time.monotonic() - clock
