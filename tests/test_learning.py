@@ -297,6 +297,7 @@ def test_each_learning_rate_trains_a_candidate_and_validation_keeps_the_best(tmp
     from lumos_gym.conversion.exports import export_records, write_records
     from lumos_gym.conversion.pipeline import convert_env
     from lumos_gym.models.factory import ModelOptions
+    from lumos_gym.training.trainer import REPORT_FILE
     from lumos_gym.workflows import improve as ei
 
     env = ("lumos/MathWord-v0", {"split": "train", "num_tasks": 2, "levels": [1]})
@@ -330,6 +331,11 @@ def test_each_learning_rate_trains_a_candidate_and_validation_keeps_the_best(tmp
     # a run again with one of the rates reuses its candidate: nothing is trained or scored again
     again, _ = ei._train_candidates(replace(config, lrs=[5e-2]), folder, adapters)
     assert again == candidates[1:]
+    # a run killed while training a module (its folder there, no report) goes on in that folder
+    report = Path(candidates[1]["adapters"]["planner"]) / REPORT_FILE
+    report.unlink()
+    again, seconds = ei._train_candidates(replace(config, lrs=[5e-2]), folder, adapters)
+    assert report.is_file() and seconds > 0 and again[0]["adapters"] == candidates[1]["adapters"]
     with pytest.raises(LumosGymError, match="positive and distinct"):
         ei.ImproveConfig("lumos-i", adapters, tmp_path, [env], [env], lrs=[1e-3, 1e-3])
 

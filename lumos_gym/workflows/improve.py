@@ -274,6 +274,8 @@ def _train_modules(config: ImproveConfig, data: Path, adapters: Mapping[str, str
                 settings["base_model"] = base
             if lr is not None:
                 settings["lr"] = lr
+            if folder.is_dir():  # a run killed while training: go on from its last checkpoint
+                settings["resume"] = True
             train(config_from_recipe(config.recipe, data=[str(records)], out=str(folder),
                                      init_adapter=str(adapters[role]), **settings))
         trained[role] = str(folder)
