@@ -71,6 +71,11 @@ def add_improve(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--min-reward", type=float, default=1.0)
     p.add_argument("--recipe", default="cpu-small", help="the training recipe")
     p.add_argument("--max-steps", type=int, default=None, help="training steps per round")
+    p.add_argument("--train-batch-size", type=int, default=None,
+                   help="records a forward pass in training (the recipe's by default)")
+    p.add_argument("--grad-accum", type=int, default=None,
+                   help="forward passes an optimizer step (with --train-batch-size 4 and "
+                   "--grad-accum 2, the step of 8 records in half the memory)")
     p.add_argument("--lr", type=float, action="append", default=[], dest="lrs",
                    help="a learning rate to try, repeatable: each round trains one candidate "
                    "per rate and keeps the best on validation (default: the recipe's)")
@@ -88,7 +93,9 @@ def cmd_improve(args: argparse.Namespace) -> int:
         [_env(e) for e in args.val_env], rounds=args.rounds, samples=args.samples,
         temperature=args.temperature or 0.7, limit=args.limit, val_limit=args.val_limit,
         min_reward=args.min_reward, recipe=args.recipe,
-        train={"max_steps": args.max_steps} if args.max_steps else {},
+        train={k: v for k, v in (("max_steps", args.max_steps),
+                                 ("batch_size", args.train_batch_size),
+                                 ("grad_accum", args.grad_accum)) if v},
         lrs=args.lrs, leakage_suite=_leakage_suite(args),
         models=ModelOptions(backend=args.backend or default_backend(),
                             batch_size=args.batch_size,
