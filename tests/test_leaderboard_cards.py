@@ -357,3 +357,22 @@ def test_cards_name_the_reward_of_expert_iteration_and_grpo(tmp_path):
     text = card_text(_run({"planner": training_card(grpo / "planner"),
                            "grounder": training_card(sft)}))
     assert text.count("train tasks checked against compare's test tasks: 0 of 400 shared") == 2
+    # adapters scored from a checkpoint of a run that was cut: the checkpoint's state and the
+    # run's config give the card (the run's report is written only when it ends)
+    cut = tmp_path / "grpo-cut"
+    (cut / "checkpoint-2" / "planner").mkdir(parents=True)
+    (cut / "grpo_config.json").write_text(json.dumps({
+        "recipe": "cpu-small", "seed": 0, "tasks_per_step": 4, "group_size": 4, "beta": 0.04,
+        "lr": 1e-4, "adapters": {"planner": "/x/planner"},
+        "envs": [["lumos/MathWord-v0", {"split": "train"}]]}))
+    (cut / "checkpoint-2" / "state.json").write_text(json.dumps({"step": 2, "history": [
+        {"reward_mean": 0.5, "sampled_tokens": 100, "seconds": 60.0},
+        {"reward_mean": 0.25, "sampled_tokens": 50, "seconds": 30.5}]}))
+    (cut / "leakage.json").write_text(json.dumps(leakage))
+    card = training_card(cut / "checkpoint-2" / "planner")
+    assert card["steps"] == 2 and card["seconds"] == 90.5 and card["batch_size"] == 16
+    assert card["reward_source"]["final_reward"] == 0.25
+    text = card_text(_run({"planner": card}))
+    assert ("GRPO from planner planner, seed 0, 2 steps (its checkpoint-2) of 16 episodes" in text
+            and "150 tokens sampled on an unrecorded device, 90 s in all" in text)
+    assert "0 of 400 shared" in text

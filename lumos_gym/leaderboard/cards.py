@@ -119,10 +119,12 @@ def _role_text(card: Mapping[str, Any]) -> str:
     envs = ", ".join(rewarded.get("envs") or []) or "?"
     if rewarded.get("method") == "grpo":
         start = ", ".join(f"{r} {a}" for r, a in sorted((rewarded.get("start") or {}).items()))
-        return (f"GRPO from {start or '?'}, seed {card.get('seed')}, {card.get('steps')} steps "
+        at = f" (its {rewarded['checkpoint']})" if rewarded.get("checkpoint") else ""
+        return (f"GRPO from {start or '?'}, seed {card.get('seed')}, {card.get('steps')} steps{at} "
                 f"of {card.get('batch_size')} episodes (groups of {rewarded.get('group_size')}, "
                 f"KL weight {rewarded.get('beta')}) on {envs}, reward: {rewarded.get('reward')}; "
-                f"{rewarded.get('sampled_tokens')} tokens sampled on {rewarded.get('device')}"
+                f"{rewarded.get('sampled_tokens')} tokens sampled on "
+                f"{rewarded.get('device') or 'an unrecorded device'}"
                 f"{_seconds(card.get('seconds'), ' in all')}{_leakage_text(rewarded)}")
     files = (card.get("data") or {}).items()
     data = ", ".join(f"{name} {digest[:8]}" for name, digest in files)

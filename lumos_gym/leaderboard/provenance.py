@@ -36,6 +36,7 @@ from lumos_gym.envs.sources import file_sha256, tasks_sha256
 from lumos_gym.jsonl import cache_root, read_json_object
 from lumos_gym.models.base import Backend
 from lumos_gym.training.grpo import REPORT_FILE as GRPO_REPORT
+from lumos_gym.training.grpo import checkpoint_report
 from lumos_gym.training.trainer import REPORT_FILE
 
 
@@ -289,7 +290,7 @@ def _leakage(folder: Path) -> dict[str, Any] | None:
 
 def _grpo_card(folder: Path) -> dict[str, Any] | None:
     """The card of an adapter trained by ``lumos-gym grpo`` (its run's report, one level up)."""
-    report = read_json_object(folder.parent / GRPO_REPORT)
+    report = read_json_object(folder.parent / GRPO_REPORT) or checkpoint_report(folder.parent)
     if report is None or report.get("method") != "grpo":
         return None
     config = report.get("config") or {}
@@ -305,7 +306,8 @@ def _grpo_card(folder: Path) -> dict[str, Any] | None:
             "start": {r: Path(str(a)).name for r, a in (config.get("adapters") or {}).items()},
             "sampled_tokens": report.get("sampled_tokens"), "device": report.get("device"),
             "first_reward": report.get("first_reward"), "final_reward": report.get("final_reward"),
-            "leakage": _leakage(folder.parent),
+            "leakage": _leakage(folder.parent) or _leakage(folder.parent.parent),
+            "checkpoint": report.get("checkpoint"),
         },
         "seconds": report.get("seconds"), "lumos_gym": report.get("lumos_gym_version"),
     }

@@ -465,6 +465,36 @@ def grpo(config: GRPOConfig) -> dict[str, Any]:
         policy.close()
 
 
+def checkpoint_report(folder: str | Path) -> dict[str, Any] | None:
+    """The report of a run's checkpoint (``OUT/checkpoint-N``), as the run's end would write it.
+
+    Read from the checkpoint's ``state.json`` (the steps so far) and the run's
+    ``grpo_config.json``, so adapters scored from a checkpoint of a run that was cut have a
+    card too; the device is not recorded there (``None``). ``None`` when either file is
+    missing or unreadable.
+    """
+    folder = Path(folder)
+    try:
+        state = json.loads((folder / "state.json").read_text("utf-8"))
+        config = json.loads((folder.parent / "grpo_config.json").read_text("utf-8"))
+    except (OSError, ValueError):
+        return None
+    history = list(state.get("history") or [])
+    return {
+        "method": "grpo", "config": config, "base_model": adapter_base_name(
+            folder / next(iter(config.get("adapters") or {"policy": ""}))),
+        "envs": config.get("envs") or [],
+        "reward": "env reward" + (f" - {config['invalid_penalty']} x invalid actions"
+                                  if config.get("invalid_penalty") else ""),
+        "steps": state.get("step"), "history": history,
+        "first_reward": history[0]["reward_mean"] if history else None,
+        "final_reward": history[-1]["reward_mean"] if history else None,
+        "sampled_tokens": sum(int(h.get("sampled_tokens") or 0) for h in history),
+        "seconds": round(sum(float(h.get("seconds") or 0) for h in history), 1),
+        "device": None, "checkpoint": folder.name,
+    }
+
+
 def _report(config: GRPOConfig, policy: Policy, history: list, seconds: float,
             first: int) -> dict[str, Any]:
     import torch
@@ -493,6 +523,7 @@ __all__ = [
     "GRPOConfig",
     "GRPO_RECIPES",
     "REPORT_FILE",
+    "checkpoint_report",
     "Sample",
     "episode_reward",
     "group_advantages",
