@@ -483,15 +483,28 @@ def checkpoint_report(folder: str | Path) -> dict[str, Any] | None:
     return {
         "method": "grpo", "config": config, "base_model": adapter_base_name(
             folder / next(iter(config.get("adapters") or {"policy": ""}))),
-        "envs": config.get("envs") or [],
-        "reward": "env reward" + (f" - {config['invalid_penalty']} x invalid actions"
-                                  if config.get("invalid_penalty") else ""),
-        "steps": state.get("step"), "history": history,
+        "envs": config.get("envs") or [], "reward": _reward_text(config.get("invalid_penalty")),
+        "steps": state.get("step"), "history": history, **_history_totals(history),
+        "device": None, "checkpoint": folder.name,
+    }
+
+
+def _reward_text(invalid_penalty: float | None) -> str:
+    """What a run's reward was, as its report says it."""
+    penalty = f" - {invalid_penalty} x invalid actions" if invalid_penalty else ""
+    return "env reward" + penalty
+
+
+def _history_totals(history: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The first and last mean rewards, generated tokens and seconds of a run's steps.
+
+    The seconds are every step's, over the sessions of a resumed run.
+    """
+    return {
         "first_reward": history[0]["reward_mean"] if history else None,
         "final_reward": history[-1]["reward_mean"] if history else None,
         "sampled_tokens": sum(int(h.get("sampled_tokens") or 0) for h in history),
         "seconds": round(sum(float(h.get("seconds") or 0) for h in history), 1),
-        "device": None, "checkpoint": folder.name,
     }
 
 
@@ -505,15 +518,10 @@ def _report(config: GRPOConfig, policy: Policy, history: list, seconds: float,
     return {
         "lumos_gym_version": __version__, "method": "grpo", "config": asdict(config),
         "base_model": policy.base, "envs": [[e, k] for e, k in config.envs],
-        "reward": "env reward" + (f" - {config.invalid_penalty} x invalid actions"
-                                  if config.invalid_penalty else ""),
+        "reward": _reward_text(config.invalid_penalty),
         "steps": config.steps, "resumed_from_step": first or None, "history": history,
-        "first_reward": history[0]["reward_mean"] if history else None,
-        "final_reward": history[-1]["reward_mean"] if history else None,
-        "sampled_tokens": sum(h["sampled_tokens"] for h in history),
-        # every step's seconds, over the sessions of a resumed run; this process's apart
-        "seconds": round(sum(float(h.get("seconds") or 0) for h in history), 1),
-        "session_seconds": round(seconds, 1), "device": device,
+        **_history_totals(history),
+        "session_seconds": round(seconds, 1), "device": device,  # this process's apart
         "adapters": {role: str(Path(config.out) / role) for role in policy.roles},
     }
 

@@ -303,7 +303,11 @@ def _train_candidates(config: ImproveConfig, folder: Path,
 
 
 def best_candidate(candidates: Sequence[Mapping[str, Any]]) -> Mapping[str, Any]:
-    """The candidate with the best validation score (9 decimals); a tie goes to the first."""
+    """The candidate with the best validation score; a tie goes to the first.
+
+    Scores are compared to 9 decimals, so a tie made only by float rounding stays a tie (0.6
+    and 0.7 average 0.6499999999999999, 0.525 and 0.775 average 0.65).
+    """
     return max(enumerate(candidates),
                key=lambda pair: (round(float(pair[1]["validation"]), 9), -pair[0]))[1]
 
@@ -311,11 +315,9 @@ def best_candidate(candidates: Sequence[Mapping[str, Any]]) -> Mapping[str, Any]
 def chosen_round(rounds: Sequence[Mapping[str, Any]]) -> Mapping[str, Any]:
     """The round with the best validation score; a tie goes to the earlier round.
 
-    Scores are compared to 9 decimals, so a tie made only by float rounding stays a tie (0.6
-    and 0.7 average 0.6499999999999999, 0.525 and 0.775 average 0.65), and the earlier round
-    trained less.
+    Compared as :func:`best_candidate` compares candidates; the earlier round trained less.
     """
-    return max(rounds, key=lambda row: (round(float(row["validation"]), 9), -int(row["round"])))
+    return best_candidate(sorted(rounds, key=lambda row: int(row["round"])))
 
 
 def _round(config: ImproveConfig, r: int, adapters: Mapping[str, str],
