@@ -341,6 +341,25 @@ def test_generate_while_a_session_decodes_and_closing_a_session(ov: OpenVINOBack
     assert backend.generate([long, short]) == expected  # the pipeline is usable again
 
 
+def test_stop_strings_are_matched_here_and_a_stopped_request_leaves_the_pipeline(
+    ov: OpenVINOBackend,
+) -> None:
+    """OpenVINO never sees a stop string (its matcher was seen to hang); ours frees the slot."""
+    backend = ov.with_adapter(None)
+    free = backend.generate([greedy(PROMPTS[0], 60)])[0]
+    stop = free.text[3:5]  # early in a long completion
+    request = greedy(PROMPTS[0], 60, stop=(stop,))
+    assert backend._config(request).stop_strings == set()
+    with backend.open_session() as session:
+        key = session.submit(request)
+        done, _ = collect_all(session)
+    assert done[key].stop_reason == "stop" and done[key].text == free.text[: free.text.index(stop)]
+    assert done[key].output_tokens < free.output_tokens == 60
+    pipeline = backend._shared.pipelines[None]
+    pipeline.step()  # the stopped request is freed at the next step
+    assert not pipeline.has_non_finished_requests()
+
+
 @pytest.fixture(scope="module")
 def ov_long(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OpenVINOBackend]:
     """The tiny model with room for the few-shot prompts of a math env (2048 positions)."""

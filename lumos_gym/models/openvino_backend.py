@@ -8,20 +8,19 @@ SHA-256 of the base weights (for an alias, of its GGUF file), of the adapter's w
 config, of the precision and of the export format: a retrained adapter gets a new export, an
 unchanged one is loaded (a few seconds) without torch doing any work.
 
-The runtime is OpenVINO GenAI's continuous-batching pipeline: every request of a ``generate``
-call goes in at once, the pipeline keeps up to ``batch_size`` sequences decoding and fills a
-finished one's place with the next request, prompts are prefilled in chunks of up to
-``max_batched_tokens`` tokens, and prompt prefixes seen before are read from its paged
-key/value cache (``prefix_cache``). A :meth:`OpenVINOBackend.open_session` session drives the
-same pipeline a step at a time: a submitted request joins the running batch at once, even while
-others decode, and each comes back as soon as it ends, with the completion ``generate`` gives
-(the rollout runner's continuous batching). A ``generate`` call made while a session's requests
-are decoding goes through a session of its own (the pipeline runs one batch at a time).
+The runtime is OpenVINO GenAI's continuous-batching pipeline, driven a step at a time from
+here: the pipeline keeps up to ``batch_size`` sequences decoding and fills a finished one's
+place with the next request, prompts are prefilled in chunks of up to ``max_batched_tokens``
+tokens, and prompt prefixes seen before are read from its paged key/value cache
+(``prefix_cache``). A :meth:`OpenVINOBackend.open_session` session's submitted request joins
+the running batch at once, even while others decode, and comes back as soon as it ends (the
+rollout runner's continuous batching); a ``generate`` call is a session of its own that waits
+for all of its requests.
 
 Requests are tokenized and completions decoded here with the model's transformers tokenizer,
 exactly as the ``hf`` backend does (raw prompts without special tokens, chat messages through
-the chat template, a trailing ``</s>`` dropped), and stop strings are matched on that text;
-OpenVINO only sees token ids.
+the chat template, a trailing ``</s>`` dropped), and stop strings are matched on that text
+after each step; OpenVINO only sees token ids (its own stop-string matching was seen to hang).
 
 By default the weights, the activations and the cache stay in fp32 (``precision="f32"``), so
 that greedy outputs follow the ``hf`` backend's up to floating-point rounding (a merged adapter
@@ -39,7 +38,7 @@ import os
 import re
 import threading
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -381,18 +380,12 @@ class OpenVINOBackend(Backend):
     def generate(self, requests: Sequence[GenerationRequest]) -> list[Completion]:
         """Complete every request; the i-th completion answers the i-th request.
 
+        The requests join the adapter's running batch through a session of their own, beside
+        any other session's requests, and the pipeline is stepped until all of them end.
+
         Raises:
             BackendError: the backend is closed.
         """
-        shared = self._shared
-        with shared.lock:
-            self._check_open()
-            pipeline = shared.pipelines.get(self._adapter)
-            busy = pipeline is not None and pipeline.has_non_finished_requests()
-            if not busy and not any(request.logprobs for request in requests):
-                return self._generate_batch(requests)
-        # a session's requests are decoding, or log-probabilities are asked for (only a
-        # request's handle gives them): these join the running batch through a session
         with self.open_session() as session:
             keys = [session.submit(request) for request in requests]
             done: dict[int, Completion] = {}
@@ -446,22 +439,6 @@ class OpenVINOBackend(Backend):
         if self._closed or self._shared.closed:
             raise BackendError(f"the openvino backend of {self.model_id!r} is closed")
 
-    def _generate_batch(self, requests: Sequence[GenerationRequest]) -> list[Completion]:
-        """One ``generate`` call of the pipeline over every request that can run (lock held)."""
-        encoded = [self._encode(request) for request in requests]
-        results = [item if isinstance(item, Completion) else None for item in encoded]
-        runnable = {i: ids for i, ids in enumerate(encoded) if isinstance(ids, list)}
-        if runnable:
-            pipeline = self._shared.pipeline(self._adapter)
-            inputs = [_tensor(ids) for ids in runnable.values()]
-            configs = [self._config(requests[i]) for i in runnable]
-            outputs = pipeline.generate(inputs, configs)
-            for (i, ids), output in zip(runnable.items(), outputs, strict=True):
-                generated = [int(t) for t in output.m_generation_ids[0]]
-                results[i] = self._completion(ids, generated, requests[i])
-        return results  # type: ignore[return-value]  # every index was filled above
-
-
     def _encode(self, request: GenerationRequest) -> list[int] | Completion:
         """The prompt's token ids, or an error completion when the request cannot run."""
         tokenizer = self._shared.tokenizer
@@ -495,13 +472,17 @@ class OpenVINOBackend(Backend):
         return ids
 
     def _config(self, request: GenerationRequest) -> Any:
-        """Greedy or temperature sampling; stop strings are kept in the output, cut here."""
+        """Greedy or temperature sampling, ended by end-of-sequence ids or the length.
+
+        Stop strings are not given to OpenVINO: a session matches them on the text decoded
+        here and stops the request. OpenVINO GenAI's own matching decodes with its tokenizer
+        model in the sampler's thread, which was seen to hang for good under load (a futex
+        wait in ``Tokenizer::decode`` while ``step`` waited on it, once in about 15 runs).
+        """
         config = openvino_genai.GenerationConfig()
         config.max_new_tokens = request.max_new_tokens
         config.apply_chat_template = False
         config.stop_token_ids = set(self._shared.eos_ids)
-        config.stop_strings = {s for s in request.stop if s}
-        config.include_stop_str_in_output = True
         config.repetition_penalty = 1.0
         config.logprobs = 1 if request.logprobs else 0
         if request.temperature > 0:
@@ -567,12 +548,35 @@ class OpenVINOBackend(Backend):
         )
 
 
+@dataclass
+class _Live:
+    """A request in the pipeline: its handle, prompt ids, and the tokens read so far."""
+
+    handle: Any
+    prompt: list[int]
+    request: GenerationRequest
+    generated: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+
+    def read(self) -> bool:
+        """Append the tokens the pipeline made since the last read; whether there were any."""
+        grew = False
+        while self.handle.can_read():
+            for output in self.handle.read().values():  # one output: one sequence a request
+                self.generated.extend(int(t) for t in output.generated_ids)
+                self.logprobs.extend(float(x) for x in output.generated_log_probs)
+                grew = True
+        return grew
+
+
 class _Session(GenerationSession):
     """Requests of one backend (one adapter) in its pipeline's running batch, stepped here.
 
     A submitted request is tokenized and added to the pipeline at once; :meth:`collect` runs
-    pipeline steps and returns each request whose generation ended, as ``generate`` would
-    complete it. Steps also advance the requests of other sessions and callers of the same
+    pipeline steps and returns each request whose generation ended, as ``generate``
+    completes it. After each step the new tokens of every request are read and, for a request
+    with stop strings, its text so far is decoded and searched: a stop string found stops the
+    request there. Steps also advance the requests of other sessions and callers of the same
     pipeline, which collect their own. One thread uses a session.
     """
 
@@ -580,7 +584,7 @@ class _Session(GenerationSession):
         self._backend = backend
         self._next_key = 0
         self._ready: list[tuple[int, Completion]] = []  # answered without the pipeline
-        self._running: dict[int, tuple[Any, list[int], GenerationRequest]] = {}
+        self._running: dict[int, _Live] = {}
 
     def submit(self, request: GenerationRequest) -> int:
         """Tokenize ``request`` and add it to the running batch; return its key.
@@ -601,7 +605,7 @@ class _Session(GenerationSession):
             handle = pipeline.add_request(
                 next(shared.request_ids), _tensor(encoded), backend._config(request)
             )
-        self._running[key] = (handle, encoded, request)
+        self._running[key] = _Live(handle, encoded, request)
         return key
 
     def collect(self, wait: bool = True) -> list[tuple[int, Completion]]:
@@ -640,34 +644,52 @@ class _Session(GenerationSession):
             self._drop()
 
     def _finished(self) -> list[tuple[int, Completion]]:
-        """Take the requests whose generation ended out of ``_running``, as completions."""
+        """Take the requests whose generation ended out of ``_running``, as completions.
+
+        A request ends when the pipeline finished it (an end-of-sequence id, the length) or
+        when its text so far holds one of its stop strings; then it is stopped here.
+        """
         backend = self._backend
         done = []
-        for key, (handle, prompt, request) in list(self._running.items()):
-            status = handle.get_status()
-            if status == openvino_genai.GenerationStatus.RUNNING:
+        for key, live in list(self._running.items()):
+            grew = live.read()
+            status = live.handle.get_status()
+            running = status == openvino_genai.GenerationStatus.RUNNING
+            if running and not (grew and self._stopped(live)):
                 continue
             del self._running[key]
-            if status == openvino_genai.GenerationStatus.FINISHED:
-                output = handle.read_all()[0]
-                generated = [int(t) for t in output.generated_ids]
-                logprobs = list(output.generated_log_probs) if request.logprobs else None
-                done.append((key, backend._completion(prompt, generated, request, logprobs)))
+            if running:
+                live.handle.stop()  # the pipeline frees it at its next step
+            if running or status == openvino_genai.GenerationStatus.FINISHED:
+                logprobs = live.logprobs if live.request.logprobs else None
+                completion = backend._completion(live.prompt, live.generated, live.request,
+                                                 logprobs)
+                done.append((key, completion))
             else:  # IGNORED: no room in the key/value cache (or dropped by another caller)
                 message = f"the OpenVINO pipeline did not finish the request ({status.name})"
-                done.append((key, backend._error(message, input_tokens=len(prompt))))
+                done.append((key, backend._error(message, input_tokens=len(live.prompt))))
         return done
+
+    def _stopped(self, live: _Live) -> bool:
+        """Whether the text ``live`` has made so far holds one of its stop strings."""
+        stops = [s for s in live.request.stop if s]
+        if not stops:
+            return False
+        eos_ids = self._backend._shared.eos_ids
+        kept = list(itertools.takewhile(lambda t: t not in eos_ids, live.generated))
+        text = self._backend._decode_continuation(live.prompt, kept)
+        return any(stop in text for stop in stops)
 
     def _unfinished(self) -> bool:
         return any(
-            handle.get_status() == openvino_genai.GenerationStatus.RUNNING
-            for handle, _, _ in self._running.values()
+            live.handle.get_status() == openvino_genai.GenerationStatus.RUNNING
+            for live in self._running.values()
         )
 
     def _drop(self) -> None:
         """Cancel every request in flight and forget them all (the lock is held)."""
-        for handle, _, _ in self._running.values():
-            handle.cancel()
+        for live in self._running.values():
+            live.handle.cancel()
         self._running.clear()
         self._ready.clear()
 
