@@ -376,3 +376,9 @@ def test_cards_name_the_reward_of_expert_iteration_and_grpo(tmp_path):
     assert ("GRPO from planner planner, seed 0, 2 steps (its checkpoint-2) of 16 episodes" in text
             and "150 tokens sampled on an unrecorded device, 90 s in all" in text)
     assert "0 of 400 shared" in text
+    # a run whose steps record their device (each step since it was added) says where it ran
+    (cut / "checkpoint-2" / "state.json").write_text(json.dumps({"step": 2, "history": [
+        {"reward_mean": 0.5, "sampled_tokens": 100, "seconds": 60.0, "device": "cpu"},
+        {"reward_mean": 0.25, "sampled_tokens": 50, "seconds": 30.5, "device": "NVIDIA H200"}]}))
+    text = card_text(_run({"planner": training_card(cut / "checkpoint-2" / "planner")}))
+    assert "150 tokens sampled on cpu then NVIDIA H200, 90 s in all" in text

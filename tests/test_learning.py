@@ -235,6 +235,7 @@ def test_a_tiny_grpo_run_trains_both_modules_checkpoints_and_resumes(tmp_path, t
     assert all(h["samples"] > 0 and h["tokens"] > 0 for h in report["history"]), report["history"]
     assert report["history"][1]["kl"] > 0  # the second step's policy has left the reference
     assert report["sampled_tokens"] > 0 and report["device"] == "cpu"
+    assert grpo_module.checkpoint_report(out / "checkpoint-1")["device"] == "cpu"  # per step
     for role, start in adapters.items():
         before, after = _lora_weights(start), _lora_weights(out / role)
         assert before.keys() == after.keys()

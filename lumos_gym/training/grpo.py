@@ -450,7 +450,8 @@ def grpo(config: GRPOConfig) -> dict[str, Any]:
             history.append({
                 "step": step, "reward_mean": statistics.fmean(rewards), "episodes": len(records),
                 "samples": len(samples), "sampled_tokens": sum(r.output_tokens for r in records),
-                **stats, "seconds": round(time.perf_counter() - tick, 2)})
+                **stats, "seconds": round(time.perf_counter() - tick, 2),
+                "device": _device_name(policy)})
             logger.info("GRPO step %d: %s", step, history[-1])
             bar.set_postfix(reward=f"{history[-1]['reward_mean']:.3f}")
             bar.update()
@@ -470,8 +471,8 @@ def checkpoint_report(folder: str | Path) -> dict[str, Any] | None:
 
     Read from the checkpoint's ``state.json`` (the steps so far) and the run's
     ``grpo_config.json``, so adapters scored from a checkpoint of a run that was cut have a
-    card too; the device is not recorded there (``None``). ``None`` when either file is
-    missing or unreadable.
+    card too; the device is the one its steps record (``None`` for a run whose steps predate
+    that). ``None`` when either file is missing or unreadable.
     """
     folder = Path(folder)
     try:
@@ -485,8 +486,22 @@ def checkpoint_report(folder: str | Path) -> dict[str, Any] | None:
             folder / next(iter(config.get("adapters") or {"policy": ""}))),
         "envs": config.get("envs") or [], "reward": _reward_text(config.get("invalid_penalty")),
         "steps": state.get("step"), "history": history, **_history_totals(history),
-        "device": None, "checkpoint": folder.name,
+        "device": _history_device(history), "checkpoint": folder.name,
     }
+
+
+def _device_name(policy: Policy) -> str:
+    """Where ``policy`` runs: ``cpu``, or the CUDA card's name."""
+    import torch
+
+    device = str(policy.backend._shared.device)
+    return torch.cuda.get_device_name() if device.startswith("cuda") else device
+
+
+def _history_device(history: Sequence[Mapping[str, Any]]) -> str | None:
+    """The devices a run's steps ran on (a resumed run may have moved), or ``None``."""
+    devices = list(dict.fromkeys(str(h["device"]) for h in history if h.get("device")))
+    return " then ".join(devices) or None
 
 
 def _reward_text(invalid_penalty: float | None) -> str:
@@ -510,11 +525,7 @@ def _history_totals(history: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
 
 def _report(config: GRPOConfig, policy: Policy, history: list, seconds: float,
             first: int) -> dict[str, Any]:
-    import torch
-
-    device = str(policy.backend._shared.device)
-    if device.startswith("cuda"):
-        device = torch.cuda.get_device_name()
+    device = _device_name(policy)
     return {
         "lumos_gym_version": __version__, "method": "grpo", "config": asdict(config),
         "base_model": policy.base, "envs": [[e, k] for e, k in config.envs],
