@@ -7,7 +7,9 @@ The unit tests run on plain data; the ``full`` ones run the tiny random Llama of
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import replace
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -316,8 +318,11 @@ def test_each_learning_rate_trains_a_candidate_and_validation_keeps_the_best(tmp
         train={"max_steps": 2, "warmup_ratio": 0, "batch_size": 2, "eval_fraction": 0,
                "device": "cpu", "threads": 1},
         agent_config=AgentConfig(max_new_tokens=6, max_rounds=1))
-    candidates, seconds = ei._train_candidates(config, folder, adapters)
-    assert [c["lr"] for c in candidates] == [1e-3, 5e-2] and seconds > 0
+    candidates = ei._train_candidates(config, folder, adapters)
+    assert [c["lr"] for c in candidates] == [1e-3, 5e-2]
+    seconds = ei.round_seconds(folder, candidates)  # no samples or export in this folder
+    assert seconds["training"] > 0 and seconds["validation"] is not None
+    assert seconds["sampling"] is None and seconds["export"] is None
     for c in candidates:
         for role, trained in c["adapters"].items():
             assert trained == str(folder / "models" / f"lr-{c['lr']:g}" / role)
@@ -330,30 +335,43 @@ def test_each_learning_rate_trains_a_candidate_and_validation_keeps_the_best(tmp
     assert 0 < moved[0] < moved[1]  # each candidate trained at its own rate
     assert ei.best_candidate(candidates) is max(candidates, key=lambda c: c["validation"])
     # a run again with one of the rates reuses its candidate: nothing is trained or scored again
-    again, _ = ei._train_candidates(replace(config, lrs=[5e-2]), folder, adapters)
+    again = ei._train_candidates(replace(config, lrs=[5e-2]), folder, adapters)
     assert again == candidates[1:]
     # a run killed while training a module (its folder there, no report) goes on in that folder
     report = Path(candidates[1]["adapters"]["planner"]) / REPORT_FILE
     report.unlink()
-    again, seconds = ei._train_candidates(replace(config, lrs=[5e-2]), folder, adapters)
-    assert report.is_file() and seconds > 0 and again[0]["adapters"] == candidates[1]["adapters"]
+    again = ei._train_candidates(replace(config, lrs=[5e-2]), folder, adapters)
+    assert report.is_file() and again[0]["adapters"] == candidates[1]["adapters"]
     with pytest.raises(LumosGymError, match="positive and distinct"):
         ei.ImproveConfig("lumos-i", adapters, tmp_path, [env], [env], lrs=[1e-3, 1e-3])
 
 
-def test_a_rerun_of_a_finished_round_keeps_what_the_round_cost():
-    from lumos_gym.workflows.improve import _with_earlier_seconds
+def test_a_rounds_seconds_are_read_from_the_files_its_steps_left(tmp_path):
+    """A round killed after sampling and run again still reports the sampling it did."""
+    from lumos_gym.training.trainer import REPORT_FILE
+    from lumos_gym.workflows.improve import EXPORT_REPORT, round_seconds
 
-    adapters = {"planner": "r1/planner", "grounder": "r1/grounder"}
-    earlier = {"round": 1, "adapters": adapters,
-               "seconds": {"sampling": 1300.0, "training": 1990.2, "validation": 400.0}}
-    rerun = {"round": 1, "adapters": adapters,
-             "seconds": {"sampling": 0.4, "export": 0.0, "training": 0.0, "validation": 0.3}}
-    assert _with_earlier_seconds(dict(rerun), earlier)["seconds"] == {
-        "sampling": 1300.4, "export": 0.0, "training": 1990.2, "validation": 400.3}
-    other = {**earlier, "adapters": {"planner": "r1/lr-1e-4/planner"}}  # another candidate won
-    assert _with_earlier_seconds(dict(rerun), other)["seconds"] == rerun["seconds"]
-    assert _with_earlier_seconds(dict(rerun), None)["seconds"] == rerun["seconds"]
+    folder = tmp_path / "round-1"
+    for n, (sub, spent) in enumerate([("samples/seed-0/0", 600), ("samples/seed-1/0", 700),
+                                      ("validation/lr-0.0001/0", 90)]):
+        results = folder / sub
+        results.mkdir(parents=True)
+        (results / "run.json").write_text(json.dumps({"started": "2026-11-26T10:00:00+0000"}))
+        (results / "summary.json").write_text(json.dumps({"overall": {"output_tokens": n}}))
+        done = datetime(2026, 11, 26, 10, 0, tzinfo=UTC).timestamp() + spent
+        os.utime(results / "summary.json", (done, done))
+    (folder / "data").mkdir()
+    (folder / "data" / EXPORT_REPORT).write_text(json.dumps({"seconds": 660.5}))
+    candidates = [{"lr": 1e-4, "adapters": {}}]
+    for role, spent in (("planner", 476.1), ("grounder", 626.0)):
+        module = folder / "models" / "lr-0.0001" / role
+        module.mkdir(parents=True)
+        (module / REPORT_FILE).write_text(json.dumps({"seconds": spent}))
+        candidates[0]["adapters"][role] = str(module)
+    assert round_seconds(folder, candidates) == {
+        "sampling": 1300.0, "export": 660.5, "training": 1102.1, "validation": 90.0}
+    (folder / "models" / "lr-0.0001" / "grounder" / REPORT_FILE).unlink()  # killed training
+    assert round_seconds(folder, candidates)["training"] is None
 
 
 def test_the_best_candidate_is_the_first_of_those_tied_on_validation():

@@ -252,13 +252,13 @@ def _reward_source(data: Mapping[str, Any]) -> dict[str, Any] | None:
                 "episodes": report.get("episodes"), "annotations": report.get("annotations"),
                 "envs": sorted({e for s in sources for e in s.get("envs") or []}),
                 "results": ["/".join(f.parts[-2:]) for f in folders],
-                **_sampling_cost(folders),
+                **sampling_cost(folders),
                 "leakage": _leakage(Path(str(name)).parent),
             }
     return None
 
 
-def _sampling_cost(folders: Sequence[Path]) -> dict[str, Any]:
+def sampling_cost(folders: Sequence[Path]) -> dict[str, Any]:
     """The prompt and generated tokens of the sampled results, and their wall time.
 
     GRPO's ``sampled_tokens`` count the generated tokens alone; these count both, as the

@@ -44,6 +44,7 @@ from lumos_gym.conversion.leakage import (
 from lumos_gym.errors import LumosGymError
 from lumos_gym.jsonl import read_json_object, write_json_atomic
 from lumos_gym.leaderboard.evaluate import RunConfig, evaluate
+from lumos_gym.leaderboard.provenance import sampling_cost
 from lumos_gym.leaderboard.results import episodes_path, read_episodes
 from lumos_gym.leaderboard.suites import suite_entries
 from lumos_gym.models.factory import ModelOptions
@@ -103,6 +104,7 @@ def export_from_results(
                         "agent": (run.get("agent") or {}).get("name"),
                         "envs": sorted({f"{r['env_id']} {json.dumps(r.get('env_kwargs') or {})}"
                                         for r in found})})
+    clock = time.monotonic()
     conversion = annotations_from_episodes(records, min_reward=min_reward)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -126,6 +128,7 @@ def export_from_results(
         "duplicates": conversion.duplicates, "annotations": len(conversion.kept),
         "records": written, "refused_by_format": refused,
         "rejected_examples": [asdict(r) for r in conversion.rejected[:5]],
+        "seconds": round(time.monotonic() - clock, 1),  # the replays and checks, this call's
     }
     write_json_atomic(out / EXPORT_REPORT, report)
     return report
@@ -283,23 +286,44 @@ def _train_modules(config: ImproveConfig, data: Path, adapters: Mapping[str, str
 
 
 def _train_candidates(config: ImproveConfig, folder: Path,
-                      adapters: Mapping[str, str]) -> tuple[list[dict[str, Any]], float]:
-    """Train and validate one candidate per learning rate; return them and the seconds trained.
+                      adapters: Mapping[str, str]) -> list[dict[str, Any]]:
+    """Train and validate one candidate per learning rate; return them.
 
     With no rate named, the recipe's is used in ``models/<role>`` and ``validation``; each named
     rate has its own ``lr-<rate>`` folder in both, so a run again with fewer rates reuses them.
     """
     rates: list[float | None] = list(config.lrs) or [None]
-    candidates, training = [], 0.0
+    candidates = []
     for lr in rates:
         tag = "" if lr is None else f"lr-{lr:g}"
-        clock = time.monotonic()
         trained = _train_modules(config, folder / "data", adapters, folder / "models" / tag, lr)
-        training += time.monotonic() - clock
         score = _score(_run_envs(config, trained, config.val_envs, folder / "validation" / tag,
                                  seed=0, temperature=0.0, limit=config.val_limit))
         candidates.append({"lr": lr, "adapters": trained, "validation": score})
-    return candidates, training
+    return candidates
+
+
+def round_seconds(folder: str | Path, candidates: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """What each step of the round in ``folder`` cost, read from the files each step left.
+
+    Sampling and validation: each results folder's time from its ``run.json`` to its
+    ``summary.json``; the export: its report's; training: each trained module's report. A
+    round killed and run again so keeps what its first process spent; a step whose files lack
+    the time is ``None``.
+    """
+    folder = Path(folder)
+
+    def results(under: Path) -> float | None:
+        folders = sorted(p.parent for p in under.rglob("summary.json"))
+        return sampling_cost(folders)["sampling_seconds"] if folders else None
+
+    reports = [read_json_object(Path(str(path)) / REPORT_FILE)
+               for c in candidates for path in (c.get("adapters") or {}).values()]
+    trained = [float(r["seconds"]) for r in reports if r and r.get("seconds") is not None]
+    return {"sampling": results(folder / "samples"),
+            "export": (read_json_object(folder / "data" / EXPORT_REPORT) or {}).get("seconds"),
+            "training": round(sum(trained), 1) if len(trained) == len(reports) else None,
+            "validation": results(folder / "validation")}
 
 
 def best_candidate(candidates: Sequence[Mapping[str, Any]]) -> Mapping[str, Any]:
@@ -324,7 +348,6 @@ def _round(config: ImproveConfig, r: int, adapters: Mapping[str, str],
            leakage: Mapping[str, Any] | None) -> dict[str, Any]:
     """Round ``r``: sample with ``adapters``, keep the good episodes, train, validate."""
     folder = Path(config.out) / f"round-{r}"
-    clock = time.monotonic()
     samples, tokens = [], 0
     for j in range(config.samples):
         seed = r * config.samples + j
@@ -335,38 +358,21 @@ def _round(config: ImproveConfig, r: int, adapters: Mapping[str, str],
             tokens += int(overall.get("input_tokens") or 0)
             tokens += int(overall.get("output_tokens") or 0)
         samples += sorted(p.parent for p in target.glob("*/episodes.jsonl"))
-    sampled = time.monotonic()
     export = read_json_object(folder / "data" / EXPORT_REPORT)  # written last: complete
     if export is None:
         export = export_from_results(samples, folder / "data", min_reward=config.min_reward,
                                      formats=sorted(set(MODULE_FORMATS[config.agent].values())))
     if leakage is not None:  # beside the records, where their training card looks
         write_json_atomic(folder / "data" / LEAKAGE_FILE, dict(leakage))
-    exported = time.monotonic()
-    candidates, training = _train_candidates(config, folder, adapters)
+    candidates = _train_candidates(config, folder, adapters)
     best = best_candidate(candidates)
     row = {"round": r, "adapters": best["adapters"], "validation": best["validation"],
            "kept_annotations": export["annotations"], "records": export["records"],
            "episodes": export["episodes"], "sampled_tokens": tokens,
-           "seconds": {"sampling": round(sampled - clock, 1),
-                       "export": round(exported - sampled, 1), "training": round(training, 1),
-                       "validation": round(time.monotonic() - exported - training, 1)}}
+           "seconds": round_seconds(folder, candidates)}
     if config.lrs:
         row["lr"] = best["lr"]
         row["candidates"] = candidates
-    return row
-
-
-def _with_earlier_seconds(row: dict[str, Any], earlier: Mapping[str, Any] | None) -> dict:
-    """``row`` with the seconds an earlier, finished process spent on the same round added.
-
-    A rerun of a finished run skips every step, so its own seconds are near 0; the report keeps
-    what the round cost in all. (A process killed before the report was written leaves none.)
-    """
-    before = (earlier or {}).get("seconds") or {}
-    if (earlier or {}).get("adapters") == row["adapters"] and before:
-        row["seconds"] = {key: round(value + float(before.get(key) or 0.0), 1)
-                          for key, value in row["seconds"].items()}
     return row
 
 
@@ -379,11 +385,8 @@ def improve(config: ImproveConfig) -> dict[str, Any]:
     rounds = [{"round": 0, "adapters": adapters, "validation": _score(_run_envs(
         config, adapters, config.val_envs, out / "round-0" / "validation", seed=0,
         temperature=0.0, limit=config.val_limit))}]
-    earlier = {row.get("round"): row for row in
-               (read_json_object(out / "improve.json") or {}).get("rounds") or []}
     for r in range(1, config.rounds + 1):
-        rounds.append(_with_earlier_seconds(_round(config, r, adapters, leakage),
-                                            earlier.get(r)))
+        rounds.append(_round(config, r, adapters, leakage))
         adapters = rounds[-1]["adapters"]
     best = chosen_round(rounds)
     report = {"agent": config.agent, "method": "expert-iteration",
