@@ -342,7 +342,7 @@ def test_generate_while_a_session_decodes_and_closing_a_session(ov: OpenVINOBack
 
 
 def test_stop_strings_are_matched_here_and_a_stopped_request_leaves_the_pipeline(
-    ov: OpenVINOBackend,
+    hf: HFBackend, ov: OpenVINOBackend,
 ) -> None:
     """OpenVINO never sees a stop string (its matcher was seen to hang); ours frees the slot."""
     backend = ov.with_adapter(None)
@@ -355,6 +355,11 @@ def test_stop_strings_are_matched_here_and_a_stopped_request_leaves_the_pipeline
         done, _ = collect_all(session)
     assert done[key].stop_reason == "stop" and done[key].text == free.text[: free.text.index(stop)]
     assert done[key].output_tokens < free.output_tokens == 60
+    # stops found late in a long completion (only the newest tokens are decoded then), and
+    # one longer than a token, end where the hf backend's do
+    late = [free.text[-12:-9], free.text[-30:-22], free.text[len(free.text) // 2:][:6]]
+    requests = [greedy(PROMPTS[0], 60, stop=(s,)) for s in late]
+    assert backend.generate(requests) == hf.generate(requests)
     pipeline = backend._shared.pipelines[None]
     pipeline.step()  # the stopped request is freed at the next step
     assert not pipeline.has_non_finished_requests()

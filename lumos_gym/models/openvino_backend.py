@@ -557,6 +557,7 @@ class _Live:
     request: GenerationRequest
     generated: list[int] = field(default_factory=list)
     logprobs: list[float] = field(default_factory=list)
+    checked: int = 0  # the tokens searched for stop strings so far
 
     def read(self) -> bool:
         """Append the tokens the pipeline made since the last read; whether there were any."""
@@ -671,13 +672,22 @@ class _Session(GenerationSession):
         return done
 
     def _stopped(self, live: _Live) -> bool:
-        """Whether the text ``live`` has made so far holds one of its stop strings."""
+        """Whether the tokens ``live`` made since the last check complete a stop string.
+
+        Only the new tokens and a margin before them are decoded (a stop string of ``c``
+        characters spans at most ``c`` tokens), so a check costs the same at any length.
+        """
         stops = [s for s in live.request.stop if s]
         if not stops:
             return False
         eos_ids = self._backend._shared.eos_ids
         kept = list(itertools.takewhile(lambda t: t not in eos_ids, live.generated))
-        text = self._backend._decode_continuation(live.prompt, kept)
+        start = max(0, live.checked - max(map(len, stops)) - 4)
+        live.checked = len(kept)
+        if start == 0:
+            text = self._backend._decode_continuation(live.prompt, kept)
+        else:
+            text = self._backend._decode(kept[start:])
         return any(stop in text for stop in stops)
 
     def _unfinished(self) -> bool:
