@@ -312,9 +312,11 @@ def test_cards_name_the_reward_of_expert_iteration_and_grpo(tmp_path):
     sft.mkdir()
     (sft / "lumos_training.json").write_text(json.dumps({
         "config": {"recipe": "cpu-small", "seed": 0, "batch_size": 8, "lr": 4e-4},
-        "steps": 20, "train_examples": 12,
+        "steps": 20, "train_examples": 12, "seconds": 264.4, "device": "cpu",
         "data_sha256": {str(data / "plan-iterative.jsonl"): "ab" * 32}}))
     card = training_card(sft)
+    assert "12 records (plan-iterative.jsonl abababab), 264 s of training on cpu, exported" in (
+        card_text(_run({"planner": card})))
     expected = {"method": "expert iteration", "min_reward": 1.0, "episodes": 40,
                 "annotations": 12, "envs": [train_env], "results": ["samples/seed-0"],
                 "sampled_tokens": None, "sampling_seconds": None,  # the samples are gone

@@ -456,6 +456,7 @@ def test_a_lora_run_learns(request, tiny, run):
     assert (report["train_examples"], report["eval_examples"]) == (36, 4)
     assert report["encode"]["kept"] == 36 and report["encode"]["dropped_no_target"] == 0
     assert report["tokens_per_second"] > 0 and report["eos"] == "<|endoftext|>"
+    assert report["device"] == "cpu"
     assert list(report["data_sha256"].values())[0] and report["resumed_from"] is None
     adapter = json.loads((result.out / "adapter_config.json").read_text())
     given = f"{tiny}{os.sep}" if run == "packed_run" else str(tiny)

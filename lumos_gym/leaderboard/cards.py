@@ -131,6 +131,8 @@ def _role_text(card: Mapping[str, Any]) -> str:
     text = (f"{card.get('recipe')} seed {card.get('seed')}, {card.get('steps')} steps of "
             f"{card.get('batch_size')}, {card.get('train_examples')} records ({data or 'no data'})")
     text += _seconds(card.get("seconds"), " of training")
+    if card.get("device"):
+        text += f" on {card['device']}"
     if rewarded:
         text += (f", exported from episodes with reward >= {rewarded.get('min_reward')} of "
                  f"{', '.join(rewarded.get('results') or []) or '?'} on {envs}")

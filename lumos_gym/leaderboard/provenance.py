@@ -227,6 +227,7 @@ def training_card(folder: Path) -> dict[str, Any] | None:
         "train_examples": report.get("train_examples"),
         "final_loss": report.get("final_loss"),
         "seconds": report.get("seconds"),
+        "device": report.get("device"),
         "torch": report.get("torch_version"),
         "lumos_gym": report.get("lumos_gym_version"),
     }

@@ -485,6 +485,16 @@ def _tokens_before(prepared: Prepared) -> int:
     return int(state.get("num_input_tokens_seen", 0) or 0)
 
 
+def _device_text(trainer: Any) -> str:
+    """Where ``trainer`` ran: ``cpu`` or the CUDA card's name, with the process count if > 1."""
+    import torch
+
+    args = trainer.args
+    name = torch.cuda.get_device_name() if args.device.type == "cuda" else args.device.type
+    world = int(getattr(args, "world_size", 1) or 1)
+    return name if world == 1 else f"{world} x {name}"
+
+
 def finish(prepared: Prepared, trainer: Any, seconds: float) -> TrainResult:
     """Save the final adapter or model, the merged copy if asked, and the run report."""
     import torch
@@ -525,6 +535,7 @@ def finish(prepared: Prepared, trainer: Any, seconds: float) -> TrainResult:
         "final_loss": losses[-1]["loss"] if losses else None,
         "eval_losses": [(e["step"], e["eval_loss"]) for e in evals],
         "seconds": round(seconds, 1),
+        "device": _device_text(trainer),
         "tokens_seen": tokens,
         "tokens_per_second": round(tokens / seconds, 1) if seconds > 0 and tokens else None,
         "resumed_from": prepared.resume_from,
