@@ -563,7 +563,10 @@ class _Live:
         """Append the tokens the pipeline made since the last read; whether there were any."""
         grew = False
         while self.handle.can_read():
-            for output in self.handle.read().values():  # one output: one sequence a request
+            outputs = self.handle.read()
+            if not outputs:  # a stopped or dropped request's last read: nothing more comes
+                break
+            for output in outputs.values():  # one output: one sequence a request
                 self.generated.extend(int(t) for t in output.generated_ids)
                 self.logprobs.extend(float(x) for x in output.generated_log_probs)
                 grew = True
