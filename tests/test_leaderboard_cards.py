@@ -347,8 +347,8 @@ def test_cards_name_the_reward_of_expert_iteration_and_grpo(tmp_path):
     assert training_card(tmp_path / "nothing") is None
     run = _run({"planner": rl, "grounder": card})
     text = card_text(run)
-    assert ("planner: GRPO from planner planner, seed 1, 30 steps of 16 episodes (groups of 4, "
-            "KL weight 0.04) on " + train_env + ", reward: env reward") in text
+    assert ("planner: GRPO from the adapters planner, seed 1, 30 steps of 16 episodes (groups "
+            "of 4, KL weight 0.04) on " + train_env + ", reward: env reward") in text
     assert ("exported from episodes with reward >= 1.0 of samples/seed-0 on " + train_env
             + " (1000 prompt and generated tokens sampling, 150 s)") in text
     assert "checked against" not in text  # no leakage report beside either
@@ -365,7 +365,7 @@ def test_cards_name_the_reward_of_expert_iteration_and_grpo(tmp_path):
     (cut / "checkpoint-2" / "planner").mkdir(parents=True)
     (cut / "grpo_config.json").write_text(json.dumps({
         "recipe": "cpu-small", "seed": 0, "tasks_per_step": 4, "group_size": 4, "beta": 0.04,
-        "lr": 1e-4, "adapters": {"planner": "/x/planner"},
+        "lr": 1e-4, "adapters": {"planner": "/x/planner", "grounder": "/x/ei-grounder"},
         "envs": [["lumos/MathWord-v0", {"split": "train"}]]}))
     (cut / "checkpoint-2" / "state.json").write_text(json.dumps({"step": 2, "history": [
         {"reward_mean": 0.5, "sampled_tokens": 100, "seconds": 60.0},
@@ -375,8 +375,9 @@ def test_cards_name_the_reward_of_expert_iteration_and_grpo(tmp_path):
     assert card["steps"] == 2 and card["seconds"] == 90.5 and card["batch_size"] == 16
     assert card["reward_source"]["final_reward"] == 0.25
     text = card_text(_run({"planner": card}))
-    assert ("GRPO from planner planner, seed 0, 2 steps (its checkpoint-2) of 16 episodes" in text
-            and "150 tokens sampled on an unrecorded device, 90 s in all" in text)
+    assert ("GRPO from the adapters ei-grounder (grounder), planner, seed 0, 2 steps (its "
+            "checkpoint-2) of 16 episodes" in text)
+    assert "150 tokens sampled on an unrecorded device, 90 s in all" in text
     assert "0 of 400 shared" in text
     # a run whose steps record their device (each step since it was added) says where it ran
     (cut / "checkpoint-2" / "state.json").write_text(json.dumps({"step": 2, "history": [

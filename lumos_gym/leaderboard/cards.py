@@ -118,9 +118,11 @@ def _role_text(card: Mapping[str, Any]) -> str:
     rewarded = card.get("reward_source") or {}
     envs = ", ".join(rewarded.get("envs") or []) or "?"
     if rewarded.get("method") == "grpo":
-        start = ", ".join(f"{r} {a}" for r, a in sorted((rewarded.get("start") or {}).items()))
+        start = ", ".join(a if a == r else f"{a} ({r})"  # each role's adapter folder name
+                          for r, a in sorted((rewarded.get("start") or {}).items()))
         at = f" (its {rewarded['checkpoint']})" if rewarded.get("checkpoint") else ""
-        return (f"GRPO from {start or '?'}, seed {card.get('seed')}, {card.get('steps')} steps{at} "
+        return (f"GRPO from the adapters {start or '?'}, seed {card.get('seed')}, "
+                f"{card.get('steps')} steps{at} "
                 f"of {card.get('batch_size')} episodes (groups of {rewarded.get('group_size')}, "
                 f"KL weight {rewarded.get('beta')}) on {envs}, reward: {rewarded.get('reward')}; "
                 f"{rewarded.get('sampled_tokens')} tokens sampled on "
