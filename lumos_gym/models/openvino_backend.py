@@ -684,13 +684,13 @@ class _Session(GenerationSession):
         if not stops:
             return False
         eos_ids = self._backend._shared.eos_ids
-        kept = list(itertools.takewhile(lambda t: t not in eos_ids, live.generated))
         start = max(0, live.checked - max(map(len, stops)) - 4)
-        live.checked = len(kept)
+        window = list(itertools.takewhile(lambda t: t not in eos_ids, live.generated[start:]))
+        live.checked = start + len(window)
         if start == 0:
-            text = self._backend._decode_continuation(live.prompt, kept)
+            text = self._backend._decode_continuation(live.prompt, window)
         else:
-            text = self._backend._decode(kept[start:])
+            text = self._backend._decode(window)
         return any(stop in text for stop in stops)
 
     def _unfinished(self) -> bool:

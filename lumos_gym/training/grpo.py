@@ -51,7 +51,7 @@ from lumos_gym.agents.tokens import expand_calls
 from lumos_gym.jsonl import write_json_atomic
 from lumos_gym.models.sources import adapter_base_name
 from lumos_gym.training.config import TrainingError
-from lumos_gym.training.trainer import name_adapter_base
+from lumos_gym.training.trainer import device_name, name_adapter_base
 
 logger = logging.getLogger(__name__)
 
@@ -492,10 +492,7 @@ def checkpoint_report(folder: str | Path) -> dict[str, Any] | None:
 
 def _device_name(policy: Policy) -> str:
     """Where ``policy`` runs: ``cpu``, or the CUDA card's name."""
-    import torch
-
-    device = str(policy.backend._shared.device)
-    return torch.cuda.get_device_name() if device.startswith("cuda") else device
+    return device_name(policy.backend._shared.device)
 
 
 def _history_device(history: Sequence[Mapping[str, Any]]) -> str | None:

@@ -485,13 +485,19 @@ def _tokens_before(prepared: Prepared) -> int:
     return int(state.get("num_input_tokens_seen", 0) or 0)
 
 
-def _device_text(trainer: Any) -> str:
-    """Where ``trainer`` ran: ``cpu`` or the CUDA card's name, with the process count if > 1."""
+def device_name(device: Any) -> str:
+    """A torch device as a card says it: ``cpu``, or the CUDA card's name."""
     import torch
 
+    kind = getattr(device, "type", None) or str(device).split(":")[0]
+    return torch.cuda.get_device_name() if kind == "cuda" else kind
+
+
+def _device_text(trainer: Any) -> str:
+    """Where ``trainer`` ran: :func:`device_name`, with the process count if more than one."""
     args = trainer.args
-    name = torch.cuda.get_device_name() if args.device.type == "cuda" else args.device.type
     world = int(getattr(args, "world_size", 1) or 1)
+    name = device_name(args.device)
     return name if world == 1 else f"{world} x {name}"
 
 
