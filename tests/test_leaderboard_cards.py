@@ -25,6 +25,7 @@ from lumos_gym.leaderboard.claims import (
     claims_markdown,
     flipped,
     paper_differences,
+    paper_generalisation,
     verdict,
 )
 from lumos_gym.leaderboard.render import (
@@ -164,6 +165,54 @@ def test_claims_section_sets_the_paper_beside_the_measured_rows():
                            diff_text) == []
 
 
+def test_claim_c_compares_the_unified_agent_with_a_domain_specific_one_on_unseen_envs():
+    from lumos_gym.leaderboard.claims import env_family, generalisation_rows, trained_families
+    from lumos_gym.leaderboard.render import reported_numbers
+
+    rows = reported_numbers().rows
+    assert paper_generalisation(rows, "qa") == "WebShop +6.3"  # 39.8 against 34.7, 30.1, 33.5
+    assert paper_generalisation(rows, "web") == "WebShop +5.1"
+    assert paper_generalisation(rows, "games") == "not reported"
+    # each card counts its records per dataset; datasets map to the families that declare them
+    no_web = {"complex_qa": 133, "game": 76, "maths": 161, "multimodal": 95}
+    assert trained_families([{"datasets": no_web}, {"datasets": no_web}]) == {
+        "qa", "games", "math", "multimodal"}
+    assert trained_families([{"datasets": {"complex_qa": 140}}]) == {"qa"}
+    assert trained_families([{"datasets": {"webshop": 9, "web_agent": 0}}]) == {"web"}
+    assert trained_families([{"datasets": no_web}, {"seed": 0}]) is None  # a card without counts
+    assert trained_families([]) is None  # the untrained base
+    assert env_family("lumos/WebShop-v0") == env_family("lumos/Mind2Web-v0") == "web"
+    assert env_family("lumos/MathWord-v0") == "math" and env_family("lumos/Nope-v0") is None
+    # the domain-specific row minus the unified reference: WebShop, Mind2Web unseen by both
+    row_minus_ref = {"lumos/WebShop-v0": _diff(-0.2, -0.3, -0.1),
+                     "lumos/Mind2Web-v0": _diff(0.05, -0.05, 0.1)}
+    comparison = Comparison(row_minus_ref, {}, {}, _diff(-0.1, -0.2, -0.05), None)
+    trained = {"noweb": frozenset({"qa", "math"}), "qa": frozenset({"qa"}),
+               "seen": frozenset({"web"})}
+    agents = {"qa": "lumos-i", "seen": "lumos-i", "int": "integrated"}
+    comparisons = {"qa": comparison, "seen": comparison, "int": comparison}
+    ((family, v),) = generalisation_rows("noweb", "lumos-i", comparisons, agents, trained)
+    assert family == "qa" and v.row == "qa"
+    assert (v.ahead, v.behind, v.undecided) == (["lumos/WebShop-v0"], [], ["lumos/Mind2Web-v0"])
+    assert v.suite == flipped(comparison.suite)
+    # a suite with a seen env: the env rows stay, the suite difference is not comparable
+    mixed = Comparison({**row_minus_ref, "lumos/MathWord-v0": _diff(0.1, 0.0, 0.2)}, {}, {},
+                       _diff(-0.1, -0.2, -0.05), None)
+    ((_, v),) = generalisation_rows("noweb", "lumos-i", {"qa": mixed}, agents, trained)
+    assert v.suite is None and "lumos/MathWord-v0" not in v.ahead + v.behind + v.undecided
+    # no claim without a unified Lumos-I reference, or with a reference trained on one family
+    assert generalisation_rows("noweb", "react", comparisons, agents, trained) == []
+    assert generalisation_rows("qa", "lumos-i", {"noweb": comparison}, {"noweb": "lumos-i"},
+                               trained) == []
+    lines = claims_markdown("noweb", "lumos-i", {"qa": comparison}, agents, rows, short_env,
+                            diff_text, trained)
+    text = "\n".join(lines)
+    assert "| (c) | Lumos-I on qa alone | `qa` | WebShop +6.3 | +0.100" in text
+    assert "| 1: WebShop-v0 | 0 | 1: Mind2Web-v0 |" in text
+    assert "(a)" not in text and "not measured" not in text  # a board of claim (c) alone
+    assert "(c) Generalisation: the reference Lumos-I" in text
+
+
 def _episodes(env_id, rewards):
     return [{"env_id": env_id, "task_id": f"t{i}", "seed": 0, "reward": r}
             for i, r in enumerate(rewards)]
@@ -296,6 +345,24 @@ def test_a_resumed_run_keeps_the_sessions_that_wrote_its_episodes(tmp_path):
                        resume=True))
     third = json.loads((out / "run.json").read_text())
     assert len(third["sessions"]) == 2 and third["sessions"][0] == second["sessions"][0]
+
+
+def test_cards_count_the_records_of_each_dataset(tmp_path):
+    from lumos_gym.leaderboard.provenance import training_card
+
+    planner = tmp_path / "planner"
+    planner.mkdir()
+    (planner / "lumos_training.json").write_text(json.dumps({
+        "config": {"recipe": "cpu-small", "seed": 0, "batch_size": 2},
+        "steps": 110, "train_examples": 465, "data_sha256": {"mix/plan-iterative.jsonl": "cd" * 32},
+        "encode": {"datasets": {"complex_qa": 133, "game": 76, "maths": 161, "multimodal": 95}}}))
+    card = training_card(planner)
+    assert card["datasets"] == {"complex_qa": 133, "game": 76, "maths": 161, "multimodal": 95}
+    assert ("465 records (plan-iterative.jsonl cdcdcdcd) from complex_qa 133, game 76, maths 161, "
+            "multimodal 95") in card_text(_run({"planner": card}))
+    # a report from before the count: no "from" clause
+    (planner / "lumos_training.json").write_text(json.dumps({"steps": 1, "train_examples": 4}))
+    assert " from " not in card_text(_run({"planner": training_card(planner)}))
 
 
 def test_cards_name_the_reward_of_expert_iteration_and_grpo(tmp_path):

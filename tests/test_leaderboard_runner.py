@@ -235,6 +235,19 @@ def test_the_comparison_suite_is_large_and_spans_the_levels():
     assert sizes["lumos/ALFWorld-v0"]["num_tasks"] * 6 * 2 >= 100  # six task types, two levels
 
 
+@pytest.mark.parametrize(("name", "envs"), [
+    ("learning", ["lumos/MathWord-v0", "lumos/WorldQA-v0"]),
+    ("generalisation", ["lumos/WebShop-v0", "lumos/Mind2Web-v0"]),
+])
+def test_the_partial_suites_are_the_comparison_suites_own_episodes(name, envs):
+    """Their rows pair task by task with compare's rows: the same env arguments, the same seeds."""
+    compare = {e.env_id: e.kwargs for e in get_suite("compare").entries}
+    suite = get_suite(name)
+    assert [e.env_id for e in suite.entries] == envs
+    assert all(e.kwargs == compare[e.env_id] for e in suite.entries)
+    assert suite.seeds == get_suite("compare").seeds
+
+
 @pytest.mark.full
 def test_the_comparison_suite_plans_its_procedural_envs_by_level():
     """The four fast envs of the comparison suite: 200+ episodes each, every level present."""

@@ -455,6 +455,7 @@ def test_a_lora_run_learns(request, tiny, run):
     assert evals[-1] < evals[0]
     assert (report["train_examples"], report["eval_examples"]) == (36, 4)
     assert report["encode"]["kept"] == 36 and report["encode"]["dropped_no_target"] == 0
+    assert report["encode"]["datasets"] == {"maths": 36}  # the card says what families it saw
     assert report["tokens_per_second"] > 0 and report["eos"] == "<|endoftext|>"
     assert report["device"] == "cpu"
     assert list(report["data_sha256"].values())[0] and report["resumed_from"] is None

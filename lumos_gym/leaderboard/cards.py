@@ -132,6 +132,9 @@ def _role_text(card: Mapping[str, Any]) -> str:
     data = ", ".join(f"{name} {digest[:8]}" for name, digest in files)
     text = (f"{card.get('recipe')} seed {card.get('seed')}, {card.get('steps')} steps of "
             f"{card.get('batch_size')}, {card.get('train_examples')} records ({data or 'no data'})")
+    if card.get("datasets"):  # recorded since training reports count them
+        text += " from " + ", ".join(f"{name or 'unnamed'} {count}"
+                                     for name, count in card["datasets"].items())
     text += _seconds(card.get("seconds"), " of training")
     if card.get("device"):
         text += f" on {card['device']}"

@@ -15,10 +15,11 @@ full datasets.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from lumos_gym.envs.registration import families
 from lumos_gym.leaderboard.stats import PairedDiff
 from lumos_gym.text import markdown_table
 
@@ -57,7 +58,7 @@ CLAIMS = (
     Claim("b", "Lumos-I against Lumos-O", ("lumos-o",)),
 )
 
-#: Claim (c), stated with the paper's WebShop numbers: no run here measures it yet.
+#: Claim (c) while no row measures it: the paper's numbers and how to measure it here.
 GENERALISATION = (
     "(c) Generalisation: the paper's unified Lumos-I_All scores 39.8 on WebShop, a task none of "
     "its agents trained on, against 34.7, 30.1 and 33.5 for Lumos-I trained on web, math or QA "
@@ -67,6 +68,14 @@ GENERALISATION = (
     "claim is not measured."
 )
 
+#: Claim (c) measured: how its rows are chosen.
+GENERALISATION_NOTE = (
+    "(c) Generalisation: the reference Lumos-I, trained on several families, minus a Lumos-I "
+    "trained on one family alone, on the envs of the families neither trained on (read from "
+    "each row's training cards, which count their records per dataset). The paper's unseen "
+    "task was WebShop: its unified Lumos-I_All scores 39.8 there, against 34.7, 30.1 and 33.5 "
+    "for Lumos-I trained on web, math or QA alone."
+)
 
 def paper_differences(reported_rows: Sequence[Mapping[str, Any]], other: str) -> str:
     """``GSM8K +1.6, SVAMP +1.9, ...``: the paper's Lumos-I minus ``other``, in points."""
@@ -93,13 +102,13 @@ class Verdict:
     """Where Lumos-I stands against one row: the envs it is ahead of, behind, undecided."""
 
     row: str
-    suite: PairedDiff
+    suite: PairedDiff | None  # None: the suite mixes envs the claim does not compare
     ahead: list[str]
     behind: list[str]
     undecided: list[str]
 
 
-def verdict(row: str, suite: PairedDiff, envs: Mapping[str, PairedDiff]) -> Verdict:
+def verdict(row: str, suite: PairedDiff | None, envs: Mapping[str, PairedDiff]) -> Verdict:
     """Sort the envs of one comparison (already Lumos-I minus the row) by their interval."""
     ahead, behind, undecided = [], [], []
     for env_id, diff in envs.items():
@@ -129,6 +138,73 @@ def claim_rows(
     return out
 
 
+#: The paper's domain-specific Lumos-I rows by the env family they trained on, and its unified
+#: row: claim (c)'s numbers, on WebShop (``reported.json``).
+PAPER_DOMAIN_ROWS = {"web": "Lumos-I_Web", "math": "Lumos-I_Math", "qa": "Lumos-I_QA"}
+PAPER_UNIFIED_ROW = "Lumos-I_All (unified)"
+
+
+def trained_families(cards: Iterable[Mapping[str, Any]]) -> frozenset[str] | None:
+    """The env families whose records trained a row's models, from their training cards.
+
+    None when a row has no card, or a card that does not count its records per dataset (a
+    report from before the count, or an adapter not trained here): what it saw is unknown.
+    """
+    family_of = {domain: f.name for f in families() for domain in (*f.mix, *f.domains.values())}
+    seen: set[str] = set()
+    cards = list(cards)
+    for card in cards:
+        counts = card.get("datasets")
+        if not isinstance(counts, Mapping) or not counts:
+            return None
+        seen |= {family_of.get(str(name), str(name)) for name, n in counts.items() if n}
+    return frozenset(seen) if cards else None
+
+
+def env_family(env_id: str) -> str | None:
+    """The family of a registered env id (None for an env no family declares)."""
+    return next((f.name for f in families() for info in f.envs if info.id == env_id), None)
+
+
+def generalisation_rows(
+    reference: str, reference_agent: str, comparisons: Mapping[str, Any],
+    agents: Mapping[str, str], trained: Mapping[str, frozenset[str] | None],
+) -> list[tuple[str, Verdict]]:
+    """Claim (c)'s measured rows: (the family a domain-specific row trained on, its verdict).
+
+    The reference must be a Lumos-I trained on two families or more; each Lumos-I row trained
+    on exactly one family is compared with it on the envs of the families neither saw. The
+    verdict's suite difference is the comparison's own when every paired env is unseen by
+    both, else None (the suite mixes seen and unseen envs).
+    """
+    unified = trained.get(reference)
+    if reference_agent != "lumos-i" or unified is None or len(unified) < 2:
+        return []
+    out: list[tuple[str, Verdict]] = []
+    for name, comparison in comparisons.items():
+        own = trained.get(name)
+        if agents.get(name) != "lumos-i" or own is None or len(own) != 1:
+            continue
+        paired = [e for e, d in comparison.envs.items() if d.n]
+        unseen = [e for e in paired if env_family(e) not in unified | own]
+        if not unseen:
+            continue
+        suite = flipped(comparison.suite) if len(unseen) == len(paired) else None
+        envs = {e: flipped(comparison.envs[e]) for e in unseen}
+        out.append((next(iter(own)), verdict(name, suite, envs)))
+    return out
+
+
+def paper_generalisation(reported_rows: Sequence[Mapping[str, Any]], family: str) -> str:
+    """``WebShop +6.3``: the paper's unified Lumos-I minus its Lumos-I trained on ``family``."""
+    values = {row["agent"]: row.get("values") or {} for row in reported_rows}
+    a = values.get(PAPER_UNIFIED_ROW, {}).get("WebShop")
+    b = values.get(PAPER_DOMAIN_ROWS.get(family, ""), {}).get("WebShop")
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        return f"WebShop {a - b:+.1f}"
+    return "not reported"
+
+
 CLAIMS_NOTE = (
     "Each measured row: the reference Lumos-I row minus the named row, paired by env, task and "
     "seed; *ahead* and *behind* count the envs whose 95% interval lies above or below 0, the "
@@ -141,14 +217,17 @@ def claims_markdown(
     reference: str, reference_agent: str, comparisons: Mapping[str, Any],
     agents: Mapping[str, str], reported_rows: Sequence[Mapping[str, Any]],
     short: Callable[[str], str], diff_text: Callable[[PairedDiff], str],
+    trained: Mapping[str, frozenset[str] | None] | None = None,
 ) -> list[str]:
     """The Markdown section of the paper's claims.
 
-    None without a Lumos-I reference row, or when no row measures a claim (a board of Lumos-I
-    variants alone, such as the ``learning`` suite's).
+    ``trained``: row name → the env families its models trained on (:func:`trained_families`),
+    for claim (c). None without a Lumos-I reference row, or when no row measures a claim (a
+    board of Lumos-I variants alone, such as the ``learning`` suite's).
     """
     measured_rows = [claim_rows(claim, reference_agent, comparisons, agents) for claim in CLAIMS]
-    if not any(measured_rows):  # also when the reference is not Lumos-I (no rows at all)
+    general = generalisation_rows(reference, reference_agent, comparisons, agents, trained or {})
+    if not any(measured_rows) and not general:  # also when the reference is not Lumos-I
         return []
     lines = ["", "## The paper's claims, measured", "",
              f"Reference: `{reference}`. {CLAIMS_NOTE}", ""]
@@ -156,20 +235,31 @@ def claims_markdown(
                "ahead", "behind", "undecided"]
     table = []
     for claim, rows in zip(CLAIMS, measured_rows, strict=True):
+        if not any(measured_rows):  # a board measuring claim (c) alone
+            break
         measured = {agent for agent, _ in rows}
-        for agent, v in rows:
-            table.append([
-                f"({claim.key})", agent, f"`{v.row}`", paper_differences(reported_rows, agent),
-                diff_text(v.suite).replace("*", "\\*"),
-                _envs(v.ahead, short), _envs(v.behind, short), _envs(v.undecided, short),
-            ])
+        table += [_claim_cells(claim.key, agent, v, paper_differences(reported_rows, agent),
+                               short, diff_text) for agent, v in rows]
         table += [
             [f"({claim.key})", agent, "not measured", paper_differences(reported_rows, agent),
              "-", "-", "-", "-"]
             for agent in claim.against if agent not in measured
         ]
+    table += [_claim_cells("c", f"Lumos-I on {family} alone", v,
+                           paper_generalisation(reported_rows, family), short, diff_text)
+              for family, v in general]
     lines += markdown_table(headers, table)
-    return [*lines, "", GENERALISATION]
+    return [*lines, "", GENERALISATION_NOTE if general else GENERALISATION]
+
+
+def _claim_cells(
+    key: str, against: str, v: Verdict, paper: str, short: Callable[[str], str],
+    diff_text: Callable[[PairedDiff], str],
+) -> list[str]:
+    """One measured row of the claims table."""
+    suite = diff_text(v.suite).replace("*", "\\*") if v.suite is not None else "-"
+    return [f"({key})", against, f"`{v.row}`", paper, suite,
+            _envs(v.ahead, short), _envs(v.behind, short), _envs(v.undecided, short)]
 
 
 def _envs(envs: Sequence[str], short: Callable[[str], str]) -> str:

@@ -225,6 +225,7 @@ def training_card(folder: Path) -> dict[str, Any] | None:
         "epochs": report.get("epochs"),
         "data": {Path(str(name)).name: digest for name, digest in sorted(data.items())},
         "train_examples": report.get("train_examples"),
+        "datasets": (report.get("encode") or {}).get("datasets"),
         "final_loss": report.get("final_loss"),
         "seconds": report.get("seconds"),
         "device": report.get("device"),

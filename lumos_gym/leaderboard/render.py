@@ -56,7 +56,7 @@ from lumos_gym.leaderboard.attribution import (
     table_rows,
 )
 from lumos_gym.leaderboard.cards import cards_markdown, seeds_markdown
-from lumos_gym.leaderboard.claims import claims_markdown
+from lumos_gym.leaderboard.claims import claims_markdown, trained_families
 from lumos_gym.leaderboard.folders import follow_latest, is_latest_link
 from lumos_gym.leaderboard.plan import plan_env, spec_key
 from lumos_gym.leaderboard.results import (
@@ -1310,8 +1310,10 @@ def _claims_md(board: Board) -> list[str]:
     if paired is None:
         return []
     agents = {e.name: e.agent for e in board.entries if not e.ceiling}
+    trained = {e.name: trained_families((e.run.get("training") or {}).values())
+               for e in board.entries if not e.ceiling}
     return claims_markdown(paired.reference.name, paired.reference.agent, paired.comparisons,
-                           agents, board.reported.rows, short_env, diff_text)
+                           agents, board.reported.rows, short_env, diff_text, trained)
 
 
 def paired_csv_rows(board: Board) -> list[list[Any]]:

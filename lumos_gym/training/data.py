@@ -40,11 +40,14 @@ class Record:
         id: the record's id (``file:line`` when it has none).
         messages: the conversation.
         source: ``path:line`` where it was read.
+        dataset: the record's ``dataset`` (``maths``, ``webshop``, ...: where its annotation
+            came from), empty when it names none.
     """
 
     id: str
     messages: tuple[dict[str, str], ...]
     source: str
+    dataset: str = ""
 
 
 @dataclass(frozen=True)
@@ -79,6 +82,8 @@ class EncodeStats:
         tokens: tokens in the kept examples.
         trained_tokens: tokens that carry loss.
         longest: the longest record before truncation, in tokens.
+        datasets: records read per ``dataset`` (``""``: records naming none), so that a
+            model's card says which task families it saw.
     """
 
     records: int = 0
@@ -89,11 +94,13 @@ class EncodeStats:
     trained_tokens: int = 0
     longest: int = 0
     dropped_ids: list[str] = field(default_factory=list)
+    datasets: dict[str, int] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """The stats as JSON-ready data (the first dropped ids only)."""
         data = dict(self.__dict__)
         data["dropped_ids"] = self.dropped_ids[:20]
+        data["datasets"] = dict(sorted(self.datasets.items()))
         return data
 
 
@@ -192,7 +199,9 @@ def read_records(paths: Sequence[str | Path]) -> list[Record]:
                 messages = tuple(
                     {"role": m["role"], "content": m["content"]} for m in row["messages"]
                 )
-                records.append(Record(str(row.get("id") or where), messages, where))
+                dataset = row.get("dataset")
+                records.append(Record(str(row.get("id") or where), messages, where,
+                                      dataset if isinstance(dataset, str) else ""))
         if len(records) == before and not count:
             raise TrainingError(f"training file {str(path)!r} holds no record")
     if problems:
@@ -284,6 +293,7 @@ def encode_records(
     examples: list[Example] = []
     for record in records:
         stats.records += 1
+        stats.datasets[record.dataset] = stats.datasets.get(record.dataset, 0) + 1
         example, full_length = encode_record(
             record.messages, tokenizer, max_length=max_length, eos=eos
         )
