@@ -58,14 +58,14 @@ CLAIMS = (
     Claim("b", "Lumos-I against Lumos-O", ("lumos-o",)),
 )
 
-#: Claim (c) while no row measures it: the paper's numbers and how to measure it here.
+#: Claim (c) on a board whose rows do not measure it: the paper's numbers and where to look.
 GENERALISATION = (
     "(c) Generalisation: the paper's unified Lumos-I_All scores 39.8 on WebShop, a task none of "
     "its agents trained on, against 34.7, 30.1 and 33.5 for Lumos-I trained on web, math or QA "
-    "alone. Measuring it here takes agents trained on one family each and one trained with a "
-    "family left out (the shop or the games), scored on that family: `lumos-gym reproduce "
-    "--families` and `--leave-out` train them, but no such run has been scored yet, so this "
-    "claim is not measured."
+    "alone. No row of this board measures it: that takes a reference Lumos-I trained with a "
+    "family left out and a Lumos-I trained on one family alone (`lumos-gym reproduce "
+    "--leave-out`, `--families`), scored on the left-out family's envs, as on the "
+    "`generalisation` board (leaderboards/GENERALISATION.md)."
 )
 
 #: Claim (c) measured: how its rows are chosen.
