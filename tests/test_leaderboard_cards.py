@@ -200,6 +200,11 @@ def test_claim_c_compares_the_unified_agent_with_a_domain_specific_one_on_unseen
                        _diff(-0.1, -0.2, -0.05), None)
     ((_, v),) = generalisation_rows("noweb", "lumos-i", {"qa": mixed}, agents, trained)
     assert v.suite is None and "lumos/MathWord-v0" not in v.ahead + v.behind + v.undecided
+    # an env no family declares is neither seen nor unseen: left out
+    plugin = Comparison({**row_minus_ref, "my/Env-v0": _diff(0.1, 0.0, 0.2)}, {}, {},
+                        _diff(-0.1, -0.2, -0.05), None)
+    ((_, v),) = generalisation_rows("noweb", "lumos-i", {"qa": plugin}, agents, trained)
+    assert v.suite is None and "my/Env-v0" not in v.ahead + v.behind + v.undecided
     # no claim without a unified Lumos-I reference, or with a reference trained on one family
     assert generalisation_rows("noweb", "react", comparisons, agents, trained) == []
     assert generalisation_rows("qa", "lumos-i", {"noweb": comparison}, {"noweb": "lumos-i"},

@@ -77,6 +77,7 @@ GENERALISATION_NOTE = (
     "for Lumos-I trained on web, math or QA alone."
 )
 
+
 def paper_differences(reported_rows: Sequence[Mapping[str, Any]], other: str) -> str:
     """``GSM8K +1.6, SVAMP +1.9, ...``: the paper's Lumos-I minus ``other``, in points."""
     values = {row["agent"]: row.get("values") or {} for row in reported_rows}
@@ -186,7 +187,8 @@ def generalisation_rows(
         if agents.get(name) != "lumos-i" or own is None or len(own) != 1:
             continue
         paired = [e for e, d in comparison.envs.items() if d.n]
-        unseen = [e for e in paired if env_family(e) not in unified | own]
+        families_of = {e: env_family(e) for e in paired}  # None: no family declares the env
+        unseen = [e for e, f in families_of.items() if f is not None and f not in unified | own]
         if not unseen:
             continue
         suite = flipped(comparison.suite) if len(unseen) == len(paired) else None
