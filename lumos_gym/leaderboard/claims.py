@@ -236,9 +236,9 @@ def claims_markdown(
     headers = ["claim", "against", "run", "paper: Lumos-I minus it", "suite score",
                "ahead", "behind", "undecided"]
     table = []
-    for claim, rows in zip(CLAIMS, measured_rows, strict=True):
-        if not any(measured_rows):  # a board measuring claim (c) alone
-            break
+    # a board that measures claim (c) alone lists no unmeasured (a) and (b) rows
+    shown = zip(CLAIMS, measured_rows, strict=True) if any(measured_rows) else ()
+    for claim, rows in shown:
         measured = {agent for agent, _ in rows}
         table += [_claim_cells(claim.key, agent, v, paper_differences(reported_rows, agent),
                                short, diff_text) for agent, v in rows]
