@@ -774,3 +774,35 @@ def test_a_split_the_bundled_sample_does_not_have_is_warned_about():
     with pytest.warns(UserWarning, match="bundled sample gsm8k_sample.jsonl has no 'train' split"):
         env = gym.make("lumos/GSM8K-v0", split="train")
     env.close()
+
+
+def test_generated_tasks_are_shared_by_equal_params_only():
+    from lumos_gym.envs.sources import GeneratedSource
+
+    calls = []
+
+    def make(tag):
+        def generate():
+            calls.append(tag)
+            return [MathWordEnv(levels=1, num_tasks=1).tasks[0]]
+
+        return generate
+
+    first = GeneratedSource(make("a"), {"generator": "test-shared", "seed": 1}, share=True)
+    again = GeneratedSource(make("b"), {"seed": 1, "generator": "test-shared"}, share=True)
+    other = GeneratedSource(make("c"), {"generator": "test-shared", "seed": 2}, share=True)
+    private = GeneratedSource(make("d"), {"generator": "test-shared", "seed": 1})
+    tasks = first.load()
+    assert again.load() == tasks and again.load() is not tasks  # a list of its own
+    tasks.clear()  # a caller's list: the shared tasks stay whole
+    assert len(GeneratedSource(make("e"), first.params, share=True).load()) == 1
+    other.load(), private.load()
+    assert calls == ["a", "c", "d"]
+
+
+def test_mathword_envs_with_equal_options_share_one_generation():
+    made = [MathWordEnv(split="test", levels=[2, 3], num_tasks=4, seed=5) for _ in range(2)]
+    assert [t.id for t in made[0].tasks] == [t.id for t in made[1].tasks]
+    assert made[0].tasks[0] is made[1].tasks[0]
+    reseeded = MathWordEnv(split="test", levels=[2, 3], num_tasks=4, seed=6)
+    assert [t.question for t in reseeded.tasks] != [t.question for t in made[0].tasks]

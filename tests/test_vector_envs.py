@@ -116,3 +116,20 @@ def test_shared_texts_are_a_live_view_and_copy_to_strings():
         write_to_shared_memory(space, 0, "y" * 13, memory)
     with pytest.raises(IndexError):
         view[3]
+
+
+def test_text_space_shares_its_tables_and_equals_the_plain_text_space():
+    from gymnasium import spaces
+
+    from lumos_gym.envs.text_space import text_charset
+
+    ours = TextSpace(64, seed=3)
+    plain = spaces.Text(64, min_length=0, charset=text_charset(), seed=3)
+    assert ours == plain and plain == ours
+    assert sorted(vars(ours)) == sorted(vars(plain))
+    assert all(vars(ours)[k] == vars(plain)[k] for k in vars(plain) if k != "_np_random")
+    assert [ours.sample() for _ in range(5)] == [plain.sample() for _ in range(5)]
+    assert ours.contains("é\tx") and not ours.contains("\r") and not ours.contains("x" * 65)
+    assert TextSpace(8)._char_index is TextSpace(9)._char_index  # built once, not per env
+    with pytest.raises(ValueError):
+        TextSpace(-1)

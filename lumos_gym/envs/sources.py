@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import threading
 import warnings
 from abc import ABC, abstractmethod
+from collections import OrderedDict
 from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
@@ -204,20 +206,44 @@ class GeneratedSource(TaskSource):
     Args:
         generate: makes the tasks (deterministic for fixed ``params``).
         params: the generator's parameters (seed, level, count), recorded for provenance.
+        share: keep the tasks for the whole process under ``params``, so that the next source
+            with equal ``params`` reuses them instead of generating again (the runner builds
+            an env for every episode in flight). Only where ``params`` alone fix the tasks.
     """
 
     kind = "generated"
+    #: Task lists of sharing sources, by their params, the most recently used last.
+    _shared: OrderedDict[str, tuple[Task, ...]] = OrderedDict()
+    _shared_limit = 16
+    _lock = threading.Lock()
 
-    def __init__(self, generate: Callable[[], list[Task]], params: dict[str, Any]) -> None:
+    def __init__(
+        self, generate: Callable[[], list[Task]], params: dict[str, Any], *, share: bool = False
+    ) -> None:
         self.generate = generate
         self.params = dict(params)
+        self.share = share
         self._tasks: list[Task] | None = None
 
     def load(self) -> list[Task]:
-        """Generate the tasks (once)."""
+        """Generate the tasks (once; once a process for equal params with ``share``)."""
         if self._tasks is None:
-            self._tasks = self.generate()
+            self._tasks = self._load_shared() if self.share else self.generate()
         return self._tasks
+
+    def _load_shared(self) -> list[Task]:
+        key = json.dumps(self.params, sort_keys=True, default=str)
+        cls = GeneratedSource
+        with cls._lock:
+            if key in cls._shared:
+                cls._shared.move_to_end(key)
+                return list(cls._shared[key])
+        tasks = self.generate()  # outside the lock: generators can take seconds
+        with cls._lock:
+            cls._shared[key] = tuple(tasks)
+            while len(cls._shared) > cls._shared_limit:
+                cls._shared.popitem(last=False)
+        return list(tasks)
 
     def describe(self) -> dict[str, Any]:
         """Return the generator's parameters and a checksum of the generated tasks."""

@@ -160,6 +160,6 @@ class MathWordEnv(MathEnv):
 
         params = {"generator": "mathword", "split": split, "levels": list(levels),
                   "num_tasks": num_tasks, "seed": seed}
-        source = GeneratedSource(generate, params)
+        source = GeneratedSource(generate, params, share=True)
         self.dataset = "mathword"
         LumosEnv.__init__(self, tasks=source, **options)
