@@ -7,7 +7,8 @@ of an env, at each batch size, on each engine, all in this one process:
 * ``hf``: the transformers backend (fp32, its prefix cache on, emptied before every run);
 * ``openvino``: OpenVINO GenAI (fp32, its paged prefix cache on; the pipelines are rebuilt
   before every run, so no run reuses another's prompts);
-* ``openvino-bf16``: the same in bf16 (on CPUs with AMX);
+* ``openvino-bf16``: the same in bf16 (on CPUs with AMX); ``openvino-nocache``: without the
+  prefix cache;
 * ``hf-cuda`` and ``hf-cuda-fp32``: the transformers backend on the first CUDA GPU, in bf16 (its
   default there) or fp32 (``hf-cuda-nocache``: bf16 without the prefix cache);
 * ``vllm``: vLLM in this process (its prefix caching on, the adapters as vLLM LoRAs).
@@ -26,9 +27,9 @@ saved by ``--save-outputs``, on another machine say).
 backend's own session: on openvino a request joins the running batch at once) and/or by rounds
 (``Runner(continuous=False)``: one ``generate`` call per backend a round), on the same episodes.
 
-``--batch1-episodes N`` runs batch 1 on the first N episodes alone (a GPU's batch 1 is slow
-beside its batch 32; episodes a minute is still comparable). An engine that fails is reported
-and the others still run.
+``--batch1-episodes N`` runs batch 1 on N of the episodes, spread evenly over them (a GPU's
+batch 1 is slow beside its batch 32; generated suites list their tasks by level, so the first N
+would be the shortest). An engine that fails is reported and the others still run.
 
 Run: .venv/bin/python benchmarks/rollout.py [--episodes 16] [--batch-sizes 1 8 16]
      [--engines hf openvino openvino-bf16 hf-cuda hf-cuda-fp32 vllm] [--modes continuous rounds]
@@ -58,6 +59,7 @@ ENGINES = {
     "hf": ("hf", {}),
     "openvino": ("openvino", {}),
     "openvino-bf16": ("openvino", {"dtype": "bf16"}),
+    "openvino-nocache": ("openvino", {"prefix_cache": False}),
     "hf-cuda": ("hf", {"device": "cuda"}),
     "hf-cuda-fp32": ("hf", {"device": "cuda", "dtype": "float32"}),
     "hf-cuda-nocache": ("hf", {"device": "cuda", "prefix_cache": False}),
@@ -137,6 +139,14 @@ def reset(backends):
             shared.prefix.clear()
 
 
+def spread(specs, n):
+    """``n`` of ``specs`` at even steps (all of them for ``None``): generated suites list their
+    tasks by level, so the first ``n`` would be the easiest and the shortest."""
+    if n is None or n >= len(specs):
+        return specs
+    return [specs[i * len(specs) // n] for i in range(n)]
+
+
 def run_once(backends, batch_size, specs, max_new_tokens, continuous=True):
     agent = make_agent("lumos-i", max_new_tokens=max_new_tokens)
     runner = Runner(agent, backends, max_in_flight=batch_size, continuous=continuous)
@@ -194,7 +204,7 @@ def run_engine(engine, args, specs, limit, baseline, saved):
                 if hasattr(backend._shared, "settings"):
                     backend._shared.settings.batch_size = batch_size
             reset(backends)
-            some = specs[: args.batch1_episodes] if batch_size == 1 else specs
+            some = spread(specs, args.batch1_episodes) if batch_size == 1 else specs
             wall, records = run_once(backends, batch_size, some, args.max_new_tokens,
                                      continuous=mode == "continuous")
             prompt = sum(r.input_tokens for r in records.values())
@@ -225,7 +235,7 @@ def parse_args():
                         help="the env's keyword arguments, as JSON")
     parser.add_argument("--episodes", type=int, default=16)
     parser.add_argument("--batch1-episodes", type=int, default=None,
-                        help="run batch 1 on the first N episodes alone")
+                        help="run batch 1 on N episodes spread evenly over the others")
     parser.add_argument("--batch-sizes", type=int, nargs="+", default=[1, 8, 16])
     parser.add_argument("--engines", nargs="+", default=["hf", "openvino"], choices=ENGINES)
     parser.add_argument("--max-new-tokens", type=int, default=64)
