@@ -11,7 +11,8 @@ of an env, at each batch size, on each engine, all in this one process:
   prefix cache;
 * ``hf-cuda`` and ``hf-cuda-fp32``: the transformers backend on the first CUDA GPU, in bf16 (its
   default there) or fp32 (``hf-cuda-nocache``: bf16 without the prefix cache);
-* ``vllm``: vLLM in this process (its prefix caching on, the adapters as vLLM LoRAs).
+* ``vllm`` and ``vllm-fp32``: vLLM in this process (its dtype, bf16 for SmolLM2, or fp32; its
+  prefix caching on, the adapters as vLLM LoRAs).
 
 Before the runs it measures what the cores give: fp32 matmul GFLOP/s with torch (every thread;
 a prefill-shaped product, 2048 x 576 by 576 x 1536, and a square one) and with numpy; with a GPU
@@ -64,6 +65,7 @@ ENGINES = {
     "hf-cuda-fp32": ("hf", {"device": "cuda", "dtype": "float32"}),
     "hf-cuda-nocache": ("hf", {"device": "cuda", "prefix_cache": False}),
     "vllm": ("vllm", {}),
+    "vllm-fp32": ("vllm", {"dtype": "float32"}),
 }
 
 
@@ -124,7 +126,7 @@ def build(engine, model, batch_size, reference):
 def reset(backends):
     """Empty every prefix cache, then warm each role up (first-call and compile costs)."""
     for backend in backends.values():
-        shared = backend._shared
+        shared = getattr(backend, "_shared", None)  # vllm keeps its own cache
         if getattr(shared, "prefix", None) is not None:
             shared.prefix.clear()
         if hasattr(shared, "pipelines"):
@@ -134,9 +136,19 @@ def reset(backends):
     for backend in backends.values():
         backend.generate([GenerationRequest(prompt="Hello", max_new_tokens=2)])
     for backend in backends.values():
-        shared = backend._shared
+        shared = getattr(backend, "_shared", None)
         if getattr(shared, "prefix", None) is not None:
             shared.prefix.clear()
+
+
+def set_batch_size(backends, batch_size):
+    """The batch each backend may decode at once (vllm: the requests in flight decide)."""
+    for backend in backends.values():
+        shared = getattr(backend, "_shared", None)
+        if shared is not None:
+            shared.batch_size = batch_size
+        if hasattr(shared, "settings"):
+            shared.settings.batch_size = batch_size
 
 
 def spread(specs, n):
@@ -199,10 +211,7 @@ def run_engine(engine, args, specs, limit, baseline, saved):
     backends = build(engine, args.model, max(args.batch_sizes), not args.no_reference)
     try:
         for batch_size, mode in [(b, m) for b in args.batch_sizes for m in args.modes]:
-            for backend in backends.values():  # the batch this run may decode at once
-                backend._shared.batch_size = batch_size
-                if hasattr(backend._shared, "settings"):
-                    backend._shared.settings.batch_size = batch_size
+            set_batch_size(backends, batch_size)
             reset(backends)
             some = spread(specs, args.batch1_episodes) if batch_size == 1 else specs
             wall, records = run_once(backends, batch_size, some, args.max_new_tokens,

@@ -769,3 +769,24 @@ def test_pin_end_of_turn_sets_the_tokenizer_and_the_generation_config(tiny: Path
     with pytest.raises(BackendError, match="not in the vocabulary"):
         pin_end_of_turn(model, tokenizer, "<|no such token|>")
     assert ALIASES["smollm2-135m"].eos_token == "<|im_end|>"
+
+
+def test_vllm_stops_where_hf_stops(tiny: Path, lora_dirs: dict[str, Path], tmp_path: Path) -> None:
+    """vLLM's stop token ids: each adapter's trained turn end, and an alias's own turn end."""
+    import json
+    import shutil
+
+    from lumos_gym.models.sources import ALIASES, TRAINING_REPORT
+    from lumos_gym.models.vllm_backend import _stop_ids
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny)
+    some = tokenizer.encode("the", add_special_tokens=False)
+    assert len(some) == 1
+    folder = tmp_path / "trained"
+    shutil.copytree(lora_dirs["planner"], folder)
+    (folder / TRAINING_REPORT).write_text(json.dumps({"eos": "the"}))
+    assert _stop_ids(str(tiny), [folder, lora_dirs["grounder"]], tokenizer) == {some[0]}
+    assert _stop_ids(str(tiny), [lora_dirs["grounder"]], tokenizer) == frozenset()
+    alias = next(name for name, spec in ALIASES.items() if spec.eos_token)
+    turn_end = tokenizer.convert_tokens_to_ids(ALIASES[alias].eos_token)  # one token here
+    assert _stop_ids(alias, [folder], tokenizer) == {some[0], turn_end}

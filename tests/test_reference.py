@@ -71,6 +71,8 @@ def test_reference_adapters_apply_only_when_nothing_is_named(tmp_path, monkeypat
     assert chosen.planner == str(tmp_path / ref.folder / "planner")
     assert chosen.grounder == str(tmp_path / ref.folder / "grounder")
     assert role_model(chosen, "planner") == ("smollm2-135m", chosen.planner)
+    on_vllm = with_reference("lumos-i", ModelOptions(backend="vllm"))
+    assert (on_vllm.planner, on_vllm.grounder) == (chosen.planner, chosen.grounder)
     for options in (ModelOptions(model="m"), ModelOptions(reference=False),
                     ModelOptions(adapters={"*": "x"}), ModelOptions(backend="openai")):
         assert with_reference("lumos-i", options) == options

@@ -7,13 +7,13 @@ from dataclasses import replace
 
 from lumos_gym.agents.base import Agent
 from lumos_gym.models.base import Backend
-from lumos_gym.models.factory import BackendSet, ModelOptions, build_backends
+from lumos_gym.models.factory import ADAPTER_BACKENDS, BackendSet, ModelOptions, build_backends
 from lumos_gym.models.reference import reference_models
 
 
 def with_reference(agent_name: str, options: ModelOptions) -> ModelOptions:
     """``options`` with the agent's shipped reference adapters when nothing else is named."""
-    local = options.backend in ("hf", "openvino")  # the backends that run the shipped adapters
+    local = options.backend in ADAPTER_BACKENDS  # those that run the shipped adapters themselves
     if not options.reference or not local or options.names_a_model():
         return options
     models = reference_models(agent_name)

@@ -23,6 +23,7 @@ from lumos_gym.models.base import (
     GenerationRequest,
     StopReason,
 )
+from lumos_gym.models.sources import ALIASES, trained_eos_ids
 
 INSTALL = "pip install 'lumos-gym[vllm]'"
 """The command that installs vLLM for lumos-gym."""
@@ -57,6 +58,8 @@ class _Engine:
         self.loras = dict(loras)
         self.max_context = max_context
         self.closed = False
+        #: End-of-turn ids beyond the model's own: its alias's and those its adapters learned.
+        self.stop_ids: frozenset[int] = frozenset()
 
 
 class VLLMBackend(Backend):
@@ -118,6 +121,7 @@ class VLLMBackend(Backend):
             for index, (name, path) in enumerate(named.items(), start=1)
         }
         self._engine = _Engine(llm, model, loras, max_context or _engine_max_len(llm))
+        self._engine.stop_ids = _stop_ids(model, named.values(), self._engine.tokenizer)
         self._adapter = "default" if adapter is not None else None
         self._owner = True
 
@@ -249,6 +253,7 @@ class VLLMBackend(Backend):
             max_tokens=request.max_new_tokens,
             temperature=request.temperature,
             stop=list(request.stop) or None,
+            stop_token_ids=sorted(self._engine.stop_ids) or None,
             seed=request.seed,
         )
 
@@ -296,6 +301,21 @@ def _model_path(model: str) -> str:
     )
 
     return str(ensure_alias_cache(model)) if model in ALIASES else model
+
+
+def _stop_ids(model: str, adapters: Any, tokenizer: Any) -> frozenset[int]:
+    """The end-of-turn ids the ``hf`` backend stops at besides the model's own.
+
+    The alias's turn end (the converted GGUF's end of sequence can be another token) and the
+    ``eos`` each adapter was trained with.
+    """
+    ids = set(trained_eos_ids(adapters, tokenizer))
+    end = ALIASES[model].eos_token if model in ALIASES else None
+    if end is not None:
+        encoded = tokenizer.encode(end, add_special_tokens=False)
+        if len(encoded) == 1:
+            ids.add(int(encoded[0]))
+    return frozenset(ids)
 
 
 def _engine_max_len(llm: Any) -> int:
