@@ -66,7 +66,7 @@ class TextSpace(spaces.Text):
 
     def __init__(self, max_length: int, *, seed: int | np.random.Generator | None = None) -> None:
         # Gymnasium's Text builds its character tables (a sorted list, a set, a dict of 63,000
-        # code points) on every construction: 40 ms a space, two a env, and the runner builds
+        # code points) on every construction: 40 ms a space, two to an env, and the runner builds
         # an env for every episode in flight. Its checks run on a one-character charset here,
         # then the tables built once for text_charset() are shared (no method changes them).
         super().__init__(max_length, min_length=0, charset="a", seed=seed)
