@@ -174,12 +174,16 @@ def trained_eos_ids(folders: Iterable[str | os.PathLike[str]], tokenizer: Any) -
         except (OSError, ValueError):
             continue
         eos = report.get("eos") if isinstance(report, dict) else None
-        if not isinstance(eos, str) or not eos:
-            continue
-        encoded = tokenizer.encode(eos, add_special_tokens=False)
-        if len(encoded) == 1:
-            ids.add(int(encoded[0]))
+        token_id = one_token_id(eos, tokenizer) if isinstance(eos, str) and eos else None
+        if token_id is not None:
+            ids.add(token_id)
     return frozenset(ids)
+
+
+def one_token_id(text: str, tokenizer: Any) -> int | None:
+    """The id of ``text`` when the tokenizer makes it one token, else ``None``."""
+    encoded = tokenizer.encode(text, add_special_tokens=False)
+    return int(encoded[0]) if len(encoded) == 1 else None
 
 
 # -- the alias cache -----------------------------------------------------------------------------

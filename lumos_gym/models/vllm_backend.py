@@ -23,7 +23,7 @@ from lumos_gym.models.base import (
     GenerationRequest,
     StopReason,
 )
-from lumos_gym.models.sources import ALIASES, trained_eos_ids
+from lumos_gym.models.sources import ALIASES, one_token_id, trained_eos_ids
 
 INSTALL = "pip install 'lumos-gym[vllm]'"
 """The command that installs vLLM for lumos-gym."""
@@ -311,10 +311,9 @@ def _stop_ids(model: str, adapters: Any, tokenizer: Any) -> frozenset[int]:
     """
     ids = set(trained_eos_ids(adapters, tokenizer))
     end = ALIASES[model].eos_token if model in ALIASES else None
-    if end is not None:
-        encoded = tokenizer.encode(end, add_special_tokens=False)
-        if len(encoded) == 1:
-            ids.add(int(encoded[0]))
+    token_id = one_token_id(end, tokenizer) if end else None
+    if token_id is not None:
+        ids.add(token_id)
     return frozenset(ids)
 
 
