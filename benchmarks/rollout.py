@@ -8,7 +8,8 @@ of an env, at each batch size, on each engine, all in this one process:
 * ``openvino``: OpenVINO GenAI (fp32, its paged prefix cache on; the pipelines are rebuilt
   before every run, so no run reuses another's prompts);
 * ``openvino-bf16``: the same in bf16 (on CPUs with AMX); ``openvino-nocache``: without the
-  prefix cache;
+  prefix cache; ``openvino-merged``: each adapter merged into its own export and pipeline
+  (``openvino`` routes the planner and grounder through one);
 * ``hf-cuda`` and ``hf-cuda-fp32``: the transformers backend on the first CUDA GPU, in bf16 (its
   default there) or fp32 (``hf-cuda-nocache``: bf16 without the prefix cache);
 * ``vllm`` and ``vllm-fp32``: vLLM in this process (its dtype, bf16 for SmolLM2, or fp32; its
@@ -33,7 +34,8 @@ batch 1 is slow beside its batch 32; generated suites list their tasks by level,
 would be the shortest). An engine that fails is reported and the others still run.
 
 Run: .venv/bin/python benchmarks/rollout.py [--episodes 16] [--batch-sizes 1 8 16]
-     [--engines hf openvino openvino-bf16 hf-cuda hf-cuda-fp32 vllm] [--modes continuous rounds]
+     [--engines hf openvino openvino-merged openvino-bf16 hf-cuda hf-cuda-fp32 vllm]
+     [--modes continuous rounds]
      [--env lumos/MathWord-v0 --env-kwargs '{"split": "test", "num_tasks": 40}']
      [--save-outputs FILE] [--compare-to FILE]
 """
@@ -61,6 +63,7 @@ ENGINES = {
     "openvino": ("openvino", {}),
     "openvino-bf16": ("openvino", {"dtype": "bf16"}),
     "openvino-nocache": ("openvino", {"prefix_cache": False}),
+    "openvino-merged": ("openvino", {"adapter_mode": "merged"}),
     "hf-cuda": ("hf", {"device": "cuda"}),
     "hf-cuda-fp32": ("hf", {"device": "cuda", "dtype": "float32"}),
     "hf-cuda-nocache": ("hf", {"device": "cuda", "prefix_cache": False}),
@@ -141,14 +144,23 @@ def reset(backends):
             shared.prefix.clear()
 
 
-def set_batch_size(backends, batch_size):
-    """The batch each backend may decode at once (vllm: the requests in flight decide)."""
+def set_batch_size(backends, batch_size, options):
+    """The batch each backend may decode at once (vllm: the requests in flight decide).
+
+    On openvino with ``adapter_mode`` left to ``auto``, the adapters are routed or merged as a
+    backend built at this batch size would have them (``reset`` then rebuilds the pipelines).
+    """
     for backend in backends.values():
         shared = getattr(backend, "_shared", None)
         if shared is not None:
             shared.batch_size = batch_size
         if hasattr(shared, "settings"):
             shared.settings.batch_size = batch_size
+        if hasattr(shared, "routed") and "adapter_mode" not in options:
+            # only openvino backends have ``routed``: a GPU machine may lack the extra
+            from lumos_gym.models.openvino_backend import _routes
+
+            shared.routed = _routes("auto", shared.adapters, batch_size)
 
 
 def spread(specs, n):
@@ -211,7 +223,7 @@ def run_engine(engine, args, specs, limit, baseline, saved):
     backends = build(engine, args.model, max(args.batch_sizes), not args.no_reference)
     try:
         for batch_size, mode in [(b, m) for b in args.batch_sizes for m in args.modes]:
-            set_batch_size(backends, batch_size)
+            set_batch_size(backends, batch_size, ENGINES[engine][1])
             reset(backends)
             some = spread(specs, args.batch1_episodes) if batch_size == 1 else specs
             wall, records = run_once(backends, batch_size, some, args.max_new_tokens,

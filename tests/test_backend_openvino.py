@@ -9,6 +9,7 @@ extra (OpenVINO GenAI) is not installed.
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -35,7 +36,9 @@ from lumos_gym.models.hf import HFBackend, quiet_peft_deprecations  # noqa: E402
 from lumos_gym.models.openvino_backend import (  # noqa: E402
     MANIFEST,
     OpenVINOBackend,
+    _routes,
     export_folder,
+    routing_problem,
 )
 from lumos_gym.models.sources import resolve_model  # noqa: E402
 
@@ -172,7 +175,7 @@ def test_sampled_log_probabilities_are_the_models_at_temperature_1(
         assert max(abs(a - b) for a, b in zip(expected, trace.logprobs, strict=True)) < 1e-3
 
 
-def test_each_adapter_is_merged_into_its_own_export(
+def test_the_adapters_share_one_routed_export_by_default(
     hf: HFBackend, ov: OpenVINOBackend, tiny: Path, lora_dirs: dict[str, Path]
 ) -> None:
     requests = [greedy(p, 10) for p in PROMPTS]
@@ -182,12 +185,88 @@ def test_each_adapter_is_merged_into_its_own_export(
         assert got == hf.with_adapter(name).generate(requests), name
         texts[name] = [c.text for c in got]
     assert len({tuple(t) for t in texts.values()}) == 3  # the adapters change the outputs
-    folders = {name: ov.with_adapter(name).export_path() for name in texts}
+    folders = {ov.with_adapter(name).export_path() for name in texts}
+    assert folders == {export_folder(resolve_model(str(tiny)), lora_dirs)[0]}
+    manifest = json.loads((folders.pop() / MANIFEST).read_text())
+    assert [entry["name"] for entry in manifest["routed"]] == ["planner", "grounder"]
+    assert manifest["token_offset"] == AutoModelForCausalLM.from_pretrained(tiny).config.vocab_size
+    assert ov.info().details["adapter_mode"] == "routed"
+    assert len(ov._shared.pipelines) == 1
+
+
+def test_requests_of_every_adapter_decode_in_one_running_batch(
+    hf: HFBackend, ov: OpenVINOBackend
+) -> None:
+    names = [None, "planner", "grounder"]  # three requests: the fixture's batch of 3
+    sessions = {name: ov.with_adapter(name).open_session() for name in names}
+    requests = {name: greedy(PROMPTS[i], 8) for i, name in enumerate(names)}
+    keys = {name: sessions[name].submit(requests[name]) for name in names}
+    ov._shared.pipeline(None).step()  # one step of the one pipeline: all three prefill
+    ov._shared.pipeline(None).step()  # and all three decode
+    assert all(live.read() for s in sessions.values() for live in s._running.values())
+    for name in names:
+        done, _ = collect_all(sessions[name])
+        assert done[keys[name]] == hf.with_adapter(name).generate([requests[name]])[0], name
+        sessions[name].close()
+
+
+def test_adapter_mode_merged_gives_each_adapter_its_own_export(
+    hf: HFBackend, tiny: Path, lora_dirs: dict[str, Path]
+) -> None:
+    adapters = {name: str(path) for name, path in lora_dirs.items()}
+    with OpenVINOBackend(str(tiny), batch_size=3, adapters=adapters, threads=1,
+                         adapter_mode="merged") as merged:
+        requests = [greedy(p, 10) for p in PROMPTS]
+        folders = {}
+        for name in (None, "planner", "grounder"):
+            assert merged.with_adapter(name).generate(requests) == \
+                hf.with_adapter(name).generate(requests), name
+            folders[name] = merged.with_adapter(name).export_path()
+        assert merged.info().details["adapter_mode"] == "merged"
     assert len(set(folders.values())) == 3
     for name, folder in folders.items():
         assert (folder / MANIFEST).is_file()
         assert folder == export_folder(resolve_model(str(tiny)),
                                        lora_dirs[name] if name else None)[0]
+
+
+def test_adapters_that_cannot_be_routed_are_merged_or_refused(
+    tiny: Path, lora_dirs: dict[str, Path], tmp_path: Path
+) -> None:
+    dora = tmp_path / "dora"
+    dora.mkdir()
+    for file in lora_dirs["grounder"].iterdir():
+        (dora / file.name).write_bytes(file.read_bytes())
+    config = json.loads((dora / "adapter_config.json").read_text())
+    (dora / "adapter_config.json").write_text(json.dumps({**config, "use_dora": True}))
+    adapters = {"planner": lora_dirs["planner"], "grounder": dora}
+    assert routing_problem({"planner": lora_dirs["planner"]}) is None
+    assert "use_dora" in (routing_problem(adapters) or "")
+    assert _routes("auto", adapters) is False
+    assert _routes("auto", {"planner": lora_dirs["planner"]}) is False  # one adapter: merged
+    both = dict(lora_dirs)
+    assert _routes("auto", both, batch_size=2) is True
+    assert _routes("auto", both, batch_size=1) is False  # one sequence at a time: merged
+    assert _routes("merged", both) is False
+    assert _routes("routed", {"planner": lora_dirs["planner"]}) is True
+    with pytest.raises(BackendError, match="cannot share a routed export.*use_dora"):
+        _routes("routed", adapters)
+    with pytest.raises(ValueError, match="adapter_mode must be one of"):
+        OpenVINOBackend(str(tiny), adapter_mode="stacked")
+
+
+def test_a_routed_export_refuses_lora_on_embeddings(
+    tiny: Path, lora_dirs: dict[str, Path], tmp_path: Path
+) -> None:
+    """Its config passes the cheap check; the export finds the embedding layer and says so."""
+    base = AutoModelForCausalLM.from_pretrained(tiny)
+    config = peft.LoraConfig(r=2, target_modules=["embed_tokens", "q_proj"],
+                             init_lora_weights=False)
+    with quiet_peft_deprecations():
+        peft.get_peft_model(base, config).save_pretrained(tmp_path / "embed")
+    adapters = {"planner": str(lora_dirs["planner"]), "embed": str(tmp_path / "embed")}
+    with pytest.raises(BackendError, match="embed_tokens.*use adapter_mode='merged'"):
+        OpenVINOBackend(str(tiny), adapters=adapters, threads=1)
 
 
 def test_an_export_is_reused_and_keyed_by_the_adapter_checksum(
@@ -360,7 +439,7 @@ def test_stop_strings_are_matched_here_and_a_stopped_request_leaves_the_pipeline
     late = [free.text[-12:-9], free.text[-30:-22], free.text[len(free.text) // 2:][:6]]
     requests = [greedy(PROMPTS[0], 60, stop=(s,)) for s in late]
     assert backend.generate(requests) == hf.generate(requests)
-    pipeline = backend._shared.pipelines[None]
+    pipeline = backend._shared.pipeline(None)
     pipeline.step()  # the stopped request is freed at the next step
     assert not pipeline.has_non_finished_requests()
 

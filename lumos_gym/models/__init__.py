@@ -7,7 +7,7 @@ importing lumos-gym never imports torch, transformers, vLLM or an HTTP client:
 - ``openai``: any OpenAI-compatible server (vLLM, llama.cpp, ``lumos-gym serve``);
 - ``vllm``: a vLLM engine in this process (the ``vllm`` extra; needs a GPU);
 - ``openvino``: OpenVINO GenAI on the CPU (the ``openvino`` extra), the model exported once
-  with each adapter merged in.
+  with each adapter merged in, or with several adapters routed by token id in one export.
 """
 
 from typing import Any

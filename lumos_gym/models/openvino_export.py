@@ -21,6 +21,26 @@ with what the ``hf`` and ``openvino`` extras hold:
 
 Everything is written to a staging folder renamed into place (:func:`~lumos_gym.jsonl.
 publish_folder`), so a cache folder is complete or absent.
+
+**Routed exports: several adapters in one model.** OpenVINO GenAI's continuous-batching pipeline
+applies one set of LoRA adapters to all the requests of a step, so adapters merged into their own
+exports run in one pipeline each, and a planner and a grounder stepped in turn each carry half the
+episodes (docs/speed.md). A routed export holds the base weights once and every adapter's LoRA
+matrices unmerged, and picks the adapter token by token from the token ids:
+
+* role 0 is the base model and role ``k`` the ``k``-th adapter; a request of role ``k`` sends its
+  ids shifted by ``k * vocab`` (``vocab``: the rows of the input embeddings). The model takes the
+  role as ``id // vocab`` and embeds ``id % vocab``;
+* each adapted ``nn.Linear`` adds ``B_k A_k x`` (scaled, as peft does) for its token's role only:
+  the adapters' ``A`` matrices are stacked, and the columns of the other roles multiplied by 0;
+* the logits are ``(roles + 1) * vocab`` wide: a token of role ``k`` gets its logits in block
+  ``k`` and the lowest float elsewhere, so what it samples is shifted by ``k * vocab`` too and
+  feeds back as the same role. Log-probabilities are unchanged (the other blocks weigh 0);
+* the model gathers the positions it samples at itself (the ``sampled_tokens_indices`` input that
+  OpenVINO GenAI feeds when a model has it), so logits are computed for those positions only.
+
+Prefix caching keys blocks by token ids, so the shifted ids keep each role's cache apart, as
+their key/value tensors differ.
 """
 
 from __future__ import annotations
@@ -29,6 +49,7 @@ import json
 import logging
 import time
 import warnings
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -80,29 +101,192 @@ class _CacheAsTensors(torch.nn.Module):
         position_ids: torch.Tensor,
         *past: torch.Tensor,
     ) -> tuple[torch.Tensor, ...]:
-        past_length = past[0].shape[2]
-        queries = torch.arange(input_ids.shape[1], device=input_ids.device) + past_length
-        keys = torch.arange(attention_mask.shape[1], device=input_ids.device)
-        causal = (keys[None, :] <= queries[:, None])[None, None]
-        mask = causal & attention_mask[:, None, None, :].bool()
+        keyword = cache_keyword(self.model)
+        out = self.model(
+            input_ids=input_ids,
+            attention_mask=_causal_mask(input_ids, attention_mask, past[0].shape[2]),
+            position_ids=position_ids,
+            use_cache=True,
+            **{keyword: self._cache(past)},
+        )
+        return (out.logits, *self._flat(out[keyword]))
+
+    def _cache(self, past: tuple[torch.Tensor, ...]) -> Any:
         cache = DynamicCache(config=self.model.config)
         for i, layer in enumerate(cache.layers[: self.layers]):
             # set the tensors directly: update() would concatenate onto an empty 1-D tensor,
             # which the tracer records as a rank-1 concat
             layer.lazy_initialization(past[2 * i], past[2 * i + 1])
             layer.keys, layer.values = past[2 * i], past[2 * i + 1]
-        keyword = cache_keyword(self.model)
-        out = self.model(
-            input_ids=input_ids,
-            attention_mask=mask,
-            position_ids=position_ids,
-            use_cache=True,
-            **{keyword: cache},
-        )
+        return cache
+
+    def _flat(self, cache: Any) -> list[torch.Tensor]:
         flat: list[torch.Tensor] = []
-        for layer in out[keyword].layers[: self.layers]:
+        for layer in cache.layers[: self.layers]:
             flat += [layer.keys, layer.values]
-        return (out.logits, *flat)
+        return flat
+
+
+def _causal_mask(
+    input_ids: torch.Tensor, attention_mask: torch.Tensor, past_length: Any
+) -> torch.Tensor:
+    """The boolean ``(batch, 1, new, past + new)`` mask of new tokens over the kept slots."""
+    queries = torch.arange(input_ids.shape[1], device=input_ids.device) + past_length
+    keys = torch.arange(attention_mask.shape[1], device=input_ids.device)
+    causal = (keys[None, :] <= queries[:, None])[None, None]
+    return causal & attention_mask[:, None, None, :].bool()
+
+
+class _Route:
+    """The per-token adapter gates that every :class:`RoutedLoRA` of one model reads.
+
+    :meth:`start` is called by :class:`_RoutedCacheAsTensors` at each forward with the
+    ``(batch, new, adapters)`` gates (a 1 where a token's role is that adapter); each layer asks
+    :meth:`columns` for them spread over its stacked ranks, made once a forward for all the
+    layers whose ranks are stacked alike (one gather in the graph, not one a layer).
+    """
+
+    def __init__(self) -> None:
+        self.gates: torch.Tensor | None = None
+        self._spread: dict[tuple[int, ...], torch.Tensor] = {}
+
+    def start(self, gates: torch.Tensor | None) -> None:
+        """Route the next forward by ``gates`` (``None``: outside a forward)."""
+        self.gates = gates
+        self._spread = {}
+
+    def columns(self, columns: torch.Tensor, key: tuple[int, ...]) -> torch.Tensor:
+        """The gate of each stacked rank (``columns``: their adapters; ``key``: the same)."""
+        if self.gates is None:
+            raise RuntimeError("a RoutedLoRA ran outside its model's routed forward")
+        if key not in self._spread:
+            self._spread[key] = self.gates.index_select(-1, columns)
+        return self._spread[key]
+
+
+class RoutedLoRA(torch.nn.Module):
+    """An ``nn.Linear`` plus the LoRA update of the adapter each token is routed to.
+
+    Args:
+        base: the linear layer.
+        down: the adapters' ``A`` matrices stacked, ``(sum of ranks, in)``.
+        up: their ``B`` matrices side by side, each times its peft scaling, ``(out, sum of ranks)``.
+        columns: the adapter index (0-based) of each of the stacked ranks.
+        route: where the gates of the current forward are.
+    """
+
+    def __init__(
+        self, base: torch.nn.Module, down: torch.Tensor, up: torch.Tensor,
+        columns: torch.Tensor, route: _Route,
+    ) -> None:
+        super().__init__()
+        self.base = base
+        self.down = torch.nn.Parameter(down, requires_grad=False)
+        self.up = torch.nn.Parameter(up, requires_grad=False)
+        self.register_buffer("columns", columns)
+        self.key = tuple(int(c) for c in columns)
+        self.route = route
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """``base(x)`` plus each token's own adapter update."""
+        gates = self.route.columns(self.columns, self.key)
+        low = torch.nn.functional.linear(x, self.down) * gates
+        return self.base(x) + torch.nn.functional.linear(low, self.up)
+
+
+def route_adapters(model: Any, adapters: Mapping[str, Path]) -> tuple[Any, _Route]:
+    """Put every adapter of ``adapters`` (in order: roles 1, 2, ...) into ``model``, routed.
+
+    Each ``nn.Linear`` that some adapter adapts becomes a :class:`RoutedLoRA` holding the LoRA
+    matrices of the adapters that adapt it; the rest of the model is unchanged.
+
+    Raises:
+        BackendError: an adapter cannot be loaded, or adapts something other than an
+            ``nn.Linear`` with plain LoRA (DoRA, embeddings, ``modules_to_save``): export it
+            merged instead.
+    """
+    from peft.tuners.lora import LoraLayer  # the hf extra's peft; loaded with the adapters
+
+    names = list(adapters)
+    with quiet_peft_deprecations():
+        wrapped = attach_adapters(model, adapters)
+    route = _Route()
+    swaps: list[tuple[str, RoutedLoRA]] = []
+    for path, module in wrapped.named_modules():
+        if not isinstance(module, LoraLayer):
+            continue
+        base = module.get_base_layer()
+        odd = [a for a in names if a in module.lora_embedding_A
+               or a in module.lora_magnitude_vector or getattr(module, "lora_bias", {}).get(a)]
+        if not isinstance(base, torch.nn.Linear) or odd or getattr(module, "fan_in_fan_out", False):
+            raise BackendError(
+                f"an adapter adapts {path} in a way a routed export cannot hold (only LoRA on "
+                "linear layers); use adapter_mode='merged'"
+            )
+        down, up, columns = [], [], []
+        for index, name in enumerate(names):
+            if name in module.lora_A:
+                a = module.lora_A[name].weight.detach()
+                down.append(a.clone())
+                up.append(module.lora_B[name].weight.detach() * module.scaling[name])
+                columns += [index] * a.shape[0]
+        routed = RoutedLoRA(base, torch.cat(down), torch.cat(up, dim=1),
+                            torch.tensor(columns, dtype=torch.long), route)
+        swaps.append((path.removeprefix("base_model.model."), routed))
+    if getattr(wrapped, "modules_to_save", None):
+        raise BackendError("an adapter saves whole modules (modules_to_save); a routed export "
+                           "cannot hold them; use adapter_mode='merged'")
+    with quiet_peft_deprecations():
+        plain = wrapped.unload()
+    for path, routed in swaps:
+        parent, _, attribute = path.rpartition(".")
+        setattr(plain.get_submodule(parent), attribute, routed)
+    return plain, route
+
+
+class _RoutedCacheAsTensors(_CacheAsTensors):
+    """:class:`_CacheAsTensors` for a model of :func:`route_adapters`: roles from token ids.
+
+    It takes the positions to sample at (``sampled_tokens_indices``, over the batch's tokens
+    flattened) after ``position_ids``, and returns their logits as ``(positions, 1,
+    (roles + 1) * vocab)`` (see the module's doc).
+    """
+
+    def __init__(self, model: Any, layers: int, route: _Route, adapters: int, vocab: int) -> None:
+        super().__init__(model, layers)
+        self.route = route
+        self.adapters = adapters
+        self.vocab = vocab
+
+    def forward(  # type: ignore[override]
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor,
+        position_ids: torch.Tensor,
+        sampled: torch.Tensor,
+        *past: torch.Tensor,
+    ) -> tuple[torch.Tensor, ...]:
+        role = torch.div(input_ids, self.vocab, rounding_mode="floor")
+        roles = torch.arange(1, self.adapters + 1, device=input_ids.device)
+        self.route.start((role[..., None] == roles).to(torch.float32))
+        keyword = cache_keyword(self.model)
+        try:
+            out = self.model.get_decoder()(
+                input_ids=input_ids - role * self.vocab,
+                attention_mask=_causal_mask(input_ids, attention_mask, past[0].shape[2]),
+                position_ids=position_ids,
+                use_cache=True,
+                **{keyword: self._cache(past)},
+            )
+        finally:
+            self.route.start(None)
+        hidden = out.last_hidden_state
+        picked = hidden.reshape(-1, hidden.shape[-1]).index_select(0, sampled)
+        picked_roles = role.reshape(-1).index_select(0, sampled)[:, None]
+        logits = self.model.get_output_embeddings()(picked)
+        lowest = torch.tensor(torch.finfo(logits.dtype).min, dtype=logits.dtype)
+        blocks = [torch.where(picked_roles == r, logits, lowest) for r in range(self.adapters + 1)]
+        return (torch.cat(blocks, dim=-1).unsqueeze(1), *self._flat(out[keyword]))
 
 
 def _text_shape(config: Any) -> tuple[int, int, int]:
@@ -114,8 +298,11 @@ def _text_shape(config: Any) -> tuple[int, int, int]:
     return text.num_hidden_layers, kv_heads, head_dim
 
 
-def convert(model: Any) -> ov.Model:
+def convert(model: Any, routed: _RoutedCacheAsTensors | None = None) -> ov.Model:
     """Trace ``model`` (a transformers causal LM, fp32, eval mode) into a stateful OpenVINO model.
+
+    With ``routed`` (the wrapper of a :func:`route_adapters` model), that wrapper is traced, with
+    its ``sampled_tokens_indices`` input.
 
     Raises:
         BackendError: the model's cache is not a plain list of full-attention layers, or tracing
@@ -123,15 +310,17 @@ def convert(model: Any) -> ov.Model:
     """
     layers, kv_heads, head_dim = _text_shape(model.config)
     batch, new, past_length = 2, 3, 2
+    extra = [] if routed is None else [torch.tensor([new - 1, 2 * new - 1])]
     example = (
         torch.ones(batch, new, dtype=torch.long),
         torch.ones(batch, past_length + new, dtype=torch.long),
         torch.arange(past_length, past_length + new).repeat(batch, 1),
+        *extra,
         *[torch.zeros(batch, kv_heads, past_length, head_dim) for _ in range(2 * layers)],
     )
-    shapes = [ov.PartialShape([-1, -1])] * 3
+    shapes = [ov.PartialShape([-1, -1])] * 3 + [ov.PartialShape([-1])] * len(extra)
     shapes += [ov.PartialShape([-1, kv_heads, -1, head_dim])] * (2 * layers)
-    types = [ov.Type.i64] * 3 + [ov.Type.f32] * (2 * layers)
+    types = [ov.Type.i64] * (3 + len(extra)) + [ov.Type.f32] * (2 * layers)
     kv_names = [f"past_key_values.{i}.{kv}" for i in range(layers) for kv in ("key", "value")]
     out_names = [f"present.{i}.{kv}" for i in range(layers) for kv in ("key", "value")]
     try:
@@ -141,12 +330,13 @@ def convert(model: Any) -> ov.Model:
             warnings.simplefilter("ignore", torch.jit.TracerWarning)
             warnings.filterwarnings("ignore", ".*torch.jit.trace", DeprecationWarning)
             converted = ov.convert_model(
-                _CacheAsTensors(model, layers), example_input=example,
-                input=list(zip(shapes, types, strict=True)),
+                routed if routed is not None else _CacheAsTensors(model, layers),
+                example_input=example, input=list(zip(shapes, types, strict=True)),
             )
     except Exception as e:  # the tracer and the frontend raise many kinds
         raise BackendError(f"OpenVINO could not convert the model: {type(e).__name__}: {e}") from e
-    names = ["input_ids", "attention_mask", "position_ids", *kv_names]
+    names = ["input_ids", "attention_mask", "position_ids"]
+    names += ["sampled_tokens_indices"] * len(extra) + kv_names
     for port, name in zip(converted.inputs, names, strict=True):
         port.get_tensor().set_names({name})
     for port, name in zip(converted.outputs, ["logits", *out_names], strict=True):
@@ -190,16 +380,19 @@ def make_stateful(model: ov.Model, cache: dict[str, str]) -> None:
 
 def export(
     source: ModelSource,
-    adapter: Path | None,
+    adapters: Path | Mapping[str, Path] | None,
     dest: Path,
     manifest: dict[str, Any],
     manifest_file: str,
 ) -> Path:
-    """Export ``source`` with ``adapter`` merged in to the OpenVINO folder ``dest`` (once).
+    """Export ``source`` with its adapters to the OpenVINO folder ``dest`` (once).
 
     Args:
         source: the base model.
-        adapter: a peft adapter folder to merge into the weights, or ``None``.
+        adapters: one peft adapter folder to merge into the weights; or a mapping of names to
+            adapter folders, routed in that order as roles 1, 2, ... (:func:`route_adapters`,
+            and the manifest gains ``token_offset``, the ``vocab`` of the module's doc); or
+            ``None`` for the base model.
         dest: the export folder; when it exists already, it is returned as is.
         manifest: what the folder is made from.
         manifest_file: the file of ``dest`` that ``manifest`` is written to, last.
@@ -208,22 +401,48 @@ def export(
         ``dest``.
 
     Raises:
-        BackendError: the model or adapter cannot be loaded, converted or written.
+        BackendError: the model or an adapter cannot be loaded, routed, converted or written.
     """
     if (dest / manifest_file).is_file():
         return dest
     started = time.perf_counter()
-    what = f"{source.name}" + (f" + {adapter}" if adapter is not None else "")
+    if isinstance(adapters, Mapping):
+        what = f"{source.name} + adapters {', '.join(adapters)} (routed)"
+    else:
+        what = source.name + (f" + {adapters}" if adapters is not None else "")
     logger.info("exporting %s to OpenVINO in %s (once)", what, dest)
     if source.alias is not None:
         ensure_alias_cache(source.alias)
     tokenizer = load_tokenizer(source.path, local=source.local)
     model = load_model(source, torch.float32)
-    if adapter is not None:
-        with quiet_peft_deprecations():
-            model = attach_adapters(model, {"default": adapter}).merge_and_unload()
-    model.eval()
-    converted = convert(model)
+    record = dict(manifest)
+    if isinstance(adapters, Mapping):
+        vocab = model.get_input_embeddings().weight.shape[0]
+        if model.get_output_embeddings().weight.shape[0] != vocab:
+            raise BackendError(f"{source.name!r} has other input and output vocabularies; "
+                               "a routed export needs one; use adapter_mode='merged'")
+        model, route = route_adapters(model, adapters)
+        model.eval()
+        layers = _text_shape(model.config)[0]
+        converted = convert(model, _RoutedCacheAsTensors(model, layers, route, len(adapters),
+                                                         vocab))
+        record["token_offset"] = vocab
+    else:
+        if adapters is not None:
+            with quiet_peft_deprecations():
+                model = attach_adapters(model, {"default": adapters}).merge_and_unload()
+        model.eval()
+        converted = convert(model)
+    _save(dest, converted, tokenizer, model, record, manifest_file, started)
+    logger.info("exported %s in %.1f s", what, time.perf_counter() - started)
+    return dest
+
+
+def _save(
+    dest: Path, converted: ov.Model, tokenizer: Any, model: Any, manifest: dict[str, Any],
+    manifest_file: str, started: float,
+) -> None:
+    """Write the export folder ``dest`` through a staging folder (its manifest last)."""
     ov_tokenizer, ov_detokenizer = convert_tokenizer(tokenizer, with_detokenizer=True)
 
     def save(staging: Path) -> bool:
@@ -242,5 +461,3 @@ def export(
         publish_folder(dest, save)  # a concurrent export may have published it first
     except OSError as e:
         raise BackendError(f"cannot write the OpenVINO export {dest}: {e}") from e
-    logger.info("exported %s in %.1f s", what, time.perf_counter() - started)
-    return dest
