@@ -9,7 +9,8 @@ of an env, at each batch size, on each engine, all in this one process:
   before every run, so no run reuses another's prompts);
 * ``openvino-bf16``: the same in bf16 (on CPUs with AMX); ``openvino-nocache``: without the
   prefix cache; ``openvino-merged``: each adapter merged into its own export and pipeline
-  (``openvino`` routes the planner and grounder through one);
+  (``openvino`` routes the planner and grounder through one); ``openvino-int8``: its large
+  matmul weights in int8;
 * ``hf-cuda`` and ``hf-cuda-fp32``: the transformers backend on the first CUDA GPU, in bf16 (its
   default there) or fp32 (``hf-cuda-nocache``: bf16 without the prefix cache);
 * ``vllm`` and ``vllm-fp32``: vLLM in this process (its dtype, bf16 for SmolLM2, or fp32; its
@@ -34,7 +35,7 @@ batch 1 is slow beside its batch 32; generated suites list their tasks by level,
 would be the shortest). An engine that fails is reported and the others still run.
 
 Run: .venv/bin/python benchmarks/rollout.py [--episodes 16] [--batch-sizes 1 8 16]
-     [--engines hf openvino openvino-merged openvino-bf16 hf-cuda hf-cuda-fp32 vllm]
+     [--engines hf openvino openvino-merged openvino-int8 hf-cuda hf-cuda-fp32 vllm]
      [--modes continuous rounds]
      [--env lumos/MathWord-v0 --env-kwargs '{"split": "test", "num_tasks": 40}']
      [--save-outputs FILE] [--compare-to FILE]
@@ -64,6 +65,7 @@ ENGINES = {
     "openvino-bf16": ("openvino", {"dtype": "bf16"}),
     "openvino-nocache": ("openvino", {"prefix_cache": False}),
     "openvino-merged": ("openvino", {"adapter_mode": "merged"}),
+    "openvino-int8": ("openvino", {"weights": "int8"}),
     "hf-cuda": ("hf", {"device": "cuda"}),
     "hf-cuda-fp32": ("hf", {"device": "cuda", "dtype": "float32"}),
     "hf-cuda-nocache": ("hf", {"device": "cuda", "prefix_cache": False}),

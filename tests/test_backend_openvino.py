@@ -21,6 +21,7 @@ pytest.importorskip(
 )
 torch = pytest.importorskip("torch", reason="the openvino backend exports with torch (hf extra)")
 peft = pytest.importorskip("peft", reason="adapters need peft (hf extra)")
+ov_runtime = pytest.importorskip("openvino", reason="the openvino extra is not installed")
 
 from conftest import build_model, build_tokenizer, save_tiny_model  # noqa: E402
 from transformers import AutoModelForCausalLM  # noqa: E402
@@ -253,6 +254,39 @@ def test_adapters_that_cannot_be_routed_are_merged_or_refused(
         _routes("routed", adapters)
     with pytest.raises(ValueError, match="adapter_mode must be one of"):
         OpenVINOBackend(str(tiny), adapter_mode="stacked")
+
+
+def test_int8_weights_are_a_separate_export_whose_log_probabilities_stay_close(
+    hf: HFBackend, tiny: Path, lora_dirs: dict[str, Path]
+) -> None:
+    adapters = {name: str(path) for name, path in lora_dirs.items()}
+    requests = [greedy(p, 8, logprobs=True) for p in PROMPTS]
+    with OpenVINOBackend(str(tiny), batch_size=3, adapters=adapters, threads=1,
+                         weights="int8") as small:
+        got = small.with_adapter("grounder").generate(requests)
+        folder = small.export_path()
+        assert small.info().details["weights"] == "int8"
+    assert folder != export_folder(resolve_model(str(tiny)), lora_dirs)[0]
+    assert json.loads((folder / MANIFEST).read_text())["weights"] == "int8"
+    model = ov_runtime.Core().read_model(folder / "openvino_model.xml")
+    constants = [op for op in model.get_ops() if op.get_type_name() == "Constant"]
+    int8 = [op for op in constants if op.get_element_type() == ov_runtime.Type.i8]
+    # each layer's q, o, gate, up and down, and the head: not k and v (16 wide), nor the LoRA
+    assert len(int8) == 2 * 5 + 1
+    # greedy tokens as hf's fp32 up to a near tie, and their log-probabilities close
+    expected = hf.with_adapter("grounder").generate(requests)
+    same = 0
+    for a, b in zip(got, expected, strict=True):
+        ours, theirs = a.tokens.completion_ids, b.tokens.completion_ids
+        common = next((i for i, (x, y) in enumerate(zip(ours, theirs, strict=True)) if x != y),
+                      len(ours))
+        same += common
+        gaps = [abs(x - y) for x, y in zip(a.tokens.logprobs[:common],
+                                           b.tokens.logprobs[:common], strict=True)]
+        assert max(gaps, default=0.0) < 0.25  # this random model's weights are large (std 1)
+    assert same >= 8  # this model is full of near ties: 22 of 40 tokens before they part
+    with pytest.raises(ValueError, match="weights must be one of"):
+        OpenVINOBackend(str(tiny), weights="int4")
 
 
 def test_a_routed_export_refuses_lora_on_embeddings(

@@ -34,7 +34,10 @@ shifted by their role for a routed export and shifted back here.
 By default the weights, the activations and the cache stay in fp32 (``precision="f32"``), so
 that greedy outputs follow the ``hf`` backend's up to floating-point rounding (a merged adapter
 and a different order of sums can still flip a near tie); ``precision="bf16"`` runs the matmuls
-in bf16 where the CPU has them (AMX), faster, with more outputs that differ.
+in bf16 where the CPU has them (AMX), faster, with more outputs that differ. ``weights="int8"``
+stores the large matmul weights in int8 (one scale per output channel, the activations still
+fp32; :func:`~lumos_gym.models.openvino_export.compress_weights`): a quarter of the bytes each
+decode step streams, with outputs that can differ (docs/speed.md measures how many).
 """
 
 from __future__ import annotations
@@ -105,6 +108,9 @@ PRECISIONS: dict[str, str] = {
 }
 """Accepted precision names (``dtype`` spellings of the ``hf`` backend included)."""
 
+WEIGHTS = ("f32", "int8")
+"""How an export stores its large matmul weights (part of its cache key)."""
+
 ADAPTER_MODES = ("auto", "routed", "merged")
 """How adapters are exported: routed into one model, merged each into its own, or ``auto``."""
 
@@ -161,12 +167,13 @@ def adapter_sha256(folder: Path) -> str:
 
 
 def export_folder(
-    source: ModelSource, adapter: Path | Mapping[str, Path] | None
+    source: ModelSource, adapter: Path | Mapping[str, Path] | None, weights: str = "f32"
 ) -> tuple[Path, dict[str, Any]]:
     """The cache folder of the export of ``source`` with its adapters, and its manifest.
 
     ``adapter`` is one adapter folder merged in, ``None``, or a mapping of names to folders
     routed in one export in that order (the key holds their checksums in order, not the names).
+    ``weights`` is one of :data:`WEIGHTS`.
 
     Raises:
         BackendError: the base weights or an adapter cannot be read.
@@ -175,7 +182,7 @@ def export_folder(
         "format": EXPORT_FORMAT,
         "model": source.name,
         "base": model_fingerprint(source),
-        "weights": "f32",
+        "weights": weights,
     }
     keyed = {k: v for k, v in manifest.items() if k != "model"}
     if isinstance(adapter, Mapping):
@@ -206,6 +213,7 @@ class _Settings:
     max_batched_tokens: int
     prefix_cache: bool
     threads: int | None
+    weights: str = "f32"
 
     def scheduler(self, caches: int = 1) -> Any:
         """The scheduler of a pipeline whose key/value cache is ``caches`` times ``kv_cache_mb``."""
@@ -282,7 +290,7 @@ class _Shared:
                 what: Path | Mapping[str, Path] | None = self.adapters
             else:
                 what = None if adapter is None else self.adapters[adapter]
-            dest, manifest = export_folder(self.source, what)
+            dest, manifest = export_folder(self.source, what, self.settings.weights)
             if not (dest / MANIFEST).is_file():
                 from lumos_gym.models.openvino_export import (  # heavy: traces with torch
                     export,
@@ -374,6 +382,8 @@ class OpenVINOBackend(Backend):
         max_batched_tokens: the most tokens one pipeline step computes (prompt chunks
             included).
         threads: CPU threads (default: OpenVINO's choice, every core).
+        weights: ``"f32"`` (the default) or ``"int8"``: the large matmul weights stored in int8
+            (see the module's doc).
         adapter_mode: ``"routed"`` (every adapter in one export and pipeline), ``"merged"``
             (each adapter in its own) or ``"auto"`` (routed for two or more adapters that can
             be routed when ``batch_size`` is above 1; see the module's doc).
@@ -402,10 +412,13 @@ class OpenVINOBackend(Backend):
         max_batched_tokens: int = DEFAULT_MAX_BATCHED_TOKENS,
         threads: int | None = None,
         adapter_mode: str = "auto",
+        weights: str = "f32",
     ) -> None:
         if adapter_mode not in ADAPTER_MODES:
             raise ValueError(f"adapter_mode must be one of {', '.join(ADAPTER_MODES)}; "
                              f"got {adapter_mode!r}")
+        if weights not in WEIGHTS:
+            raise ValueError(f"weights must be one of {', '.join(WEIGHTS)}; got {weights!r}")
         if batch_size < 1:
             raise ValueError(f"batch_size must be at least 1; got {batch_size}")
         if max_context is not None and max_context < 2:
@@ -428,7 +441,7 @@ class OpenVINOBackend(Backend):
         settings = _Settings(
             device=(device or "CPU").upper(), precision=precision, kv_cache_mb=kv_cache_mb,
             batch_size=batch_size, max_batched_tokens=max_batched_tokens,
-            prefix_cache=prefix_cache, threads=threads,
+            prefix_cache=prefix_cache, threads=threads, weights=weights,
         )
         loaded, context, eos_ids = _tokenizer_and_config(source, tokenizer)
         eos_ids |= trained_eos_ids(named.values(), loaded)  # the turn ends adapters learned
@@ -508,6 +521,7 @@ class OpenVINOBackend(Backend):
             "export": str(folder) if folder is not None else None,
             "device": settings.device,
             "dtype": "float32" if settings.precision == "f32" else "bfloat16",
+            "weights": settings.weights,
             "batch_size": settings.batch_size,
             "max_context": shared.max_context,
             "max_batched_tokens": settings.max_batched_tokens,
