@@ -243,6 +243,9 @@ def test_adapters_that_cannot_be_routed_are_merged_or_refused(
     adapters = {"planner": lora_dirs["planner"], "grounder": dora}
     assert routing_problem({"planner": lora_dirs["planner"]}) is None
     assert "use_dora" in (routing_problem(adapters) or "")
+    (dora / "adapter_config.json").write_text(json.dumps({**config, "fan_in_fan_out": True}))
+    assert "fan_in_fan_out" in (routing_problem(adapters) or "")  # GPT-2's Conv1D layers
+    (dora / "adapter_config.json").write_text(json.dumps({**config, "use_dora": True}))
     assert _routes("auto", adapters) is False
     assert _routes("auto", {"planner": lora_dirs["planner"]}) is False  # one adapter: merged
     both = dict(lora_dirs)
@@ -289,8 +292,8 @@ def test_int8_weights_are_a_separate_export_whose_log_probabilities_stay_close(
         OpenVINOBackend(str(tiny), weights="int4")
 
 
-def test_a_routed_export_refuses_lora_on_embeddings(
-    tiny: Path, lora_dirs: dict[str, Path], tmp_path: Path
+def test_lora_on_embeddings_is_merged_by_default_and_refused_routed(
+    hf: HFBackend, tiny: Path, lora_dirs: dict[str, Path], tmp_path: Path
 ) -> None:
     """Its config passes the cheap check; the export finds the embedding layer and says so."""
     base = AutoModelForCausalLM.from_pretrained(tiny)
@@ -300,7 +303,12 @@ def test_a_routed_export_refuses_lora_on_embeddings(
         peft.get_peft_model(base, config).save_pretrained(tmp_path / "embed")
     adapters = {"planner": str(lora_dirs["planner"]), "embed": str(tmp_path / "embed")}
     with pytest.raises(BackendError, match="embed_tokens.*use adapter_mode='merged'"):
-        OpenVINOBackend(str(tiny), adapters=adapters, threads=1)
+        OpenVINOBackend(str(tiny), adapters=adapters, threads=1, adapter_mode="routed")
+    with OpenVINOBackend(str(tiny), adapters=adapters, threads=1, batch_size=3) as merged:
+        assert merged.info().details["adapter_mode"] == "merged"
+        request = greedy(PROMPTS[1], 6)
+        assert merged.with_adapter("planner").generate([request]) == \
+            hf.with_adapter("planner").generate([request])
 
 
 def test_an_export_is_reused_and_keyed_by_the_adapter_checksum(

@@ -263,6 +263,7 @@ class _Shared:
         self.settings = settings
         self.max_context = max_context
         self.routed = routed
+        self.routed_by_default = True  # adapter_mode "auto": a RoutingError falls back to merged
         self.token_offset = 0  # a routed export's vocab: role k sends ids shifted by k times it
         self.folders: dict[str | None, Path] = {}
         self.pipelines: dict[str | None, Any] = {}
@@ -293,10 +294,18 @@ class _Shared:
             dest, manifest = export_folder(self.source, what, self.settings.weights)
             if not (dest / MANIFEST).is_file():
                 from lumos_gym.models.openvino_export import (  # heavy: traces with torch
+                    RoutingError,
                     export,
                 )
 
-                export(self.source, what, dest, manifest, MANIFEST)
+                try:
+                    export(self.source, what, dest, manifest, MANIFEST)
+                except RoutingError as e:
+                    if not (self.routed and self.routed_by_default):
+                        raise
+                    logger.info("exporting each adapter merged: %s", e)
+                    self.routed = False
+                    return self.folder(adapter)
             if self.routed:
                 self.token_offset = _token_offset(dest)
             self.folders[key] = dest
@@ -345,8 +354,9 @@ def _token_offset(folder: Path) -> int:
 def routing_problem(adapters: Mapping[str, Path]) -> str | None:
     """Why ``adapters`` cannot share a routed export, from their configs (``None``: they can).
 
-    A routed export holds plain LoRA on linear layers: not DoRA, LoRA biases, other peft
-    methods or whole saved modules. Adapted embeddings are found at export time.
+    A routed export holds plain LoRA on ``nn.Linear`` layers: not DoRA, LoRA biases, other
+    peft methods, whole saved modules or GPT-2's transposed ``Conv1D`` layers. Adapted
+    embeddings are found at export time (``auto`` then merges them, one an export).
     """
     for name, folder in adapters.items():
         try:
@@ -355,7 +365,8 @@ def routing_problem(adapters: Mapping[str, Path]) -> str | None:
             return f"adapter {name!r} has no readable adapter_config.json ({e})"
         if config.get("peft_type", "LORA") != "LORA":
             return f"adapter {name!r} is {config.get('peft_type')}, not LoRA"
-        for flag in ("use_dora", "lora_bias", "modules_to_save", "trainable_token_indices"):
+        for flag in ("use_dora", "lora_bias", "modules_to_save", "trainable_token_indices",
+                     "fan_in_fan_out"):
             if config.get(flag):
                 return f"adapter {name!r} uses {flag}"
     return None
@@ -447,6 +458,7 @@ class OpenVINOBackend(Backend):
         eos_ids |= trained_eos_ids(named.values(), loaded)  # the turn ends adapters learned
         self._shared = _Shared(source, named, loaded, settings, max_context or context, eos_ids,
                                routed=_routes(adapter_mode, named, batch_size))
+        self._shared.routed_by_default = adapter_mode == "auto"
         for name in named:  # fail fast: every adapter is exported (or found) now
             self._shared.folder(name)
         self._adapter = DEFAULT_ADAPTER if adapter is not None else None

@@ -81,6 +81,10 @@ from lumos_gym.models.sources import ModelSource
 
 logger = logging.getLogger(__name__)
 
+
+class RoutingError(BackendError):
+    """The adapters cannot share a routed export (they can still be merged, one an export)."""
+
 class _CacheAsTensors(torch.nn.Module):
     """A causal LM whose cache goes in and out as ``2 * layers`` plain tensors.
 
@@ -201,9 +205,9 @@ def route_adapters(model: Any, adapters: Mapping[str, Path]) -> tuple[Any, _Rout
     matrices of the adapters that adapt it; the rest of the model is unchanged.
 
     Raises:
-        BackendError: an adapter cannot be loaded, or adapts something other than an
-            ``nn.Linear`` with plain LoRA (DoRA, embeddings, ``modules_to_save``): export it
-            merged instead.
+        BackendError: an adapter cannot be loaded.
+        RoutingError: an adapter adapts something other than an ``nn.Linear`` with plain LoRA
+            (DoRA, embeddings, ``modules_to_save``): export it merged instead.
     """
     from peft.tuners.lora import LoraLayer  # the hf extra's peft; loaded with the adapters
 
@@ -219,7 +223,7 @@ def route_adapters(model: Any, adapters: Mapping[str, Path]) -> tuple[Any, _Rout
         odd = [a for a in names if a in module.lora_embedding_A
                or a in module.lora_magnitude_vector or getattr(module, "lora_bias", {}).get(a)]
         if not isinstance(base, torch.nn.Linear) or odd or getattr(module, "fan_in_fan_out", False):
-            raise BackendError(
+            raise RoutingError(
                 f"an adapter adapts {path} in a way a routed export cannot hold (only LoRA on "
                 "linear layers); use adapter_mode='merged'"
             )
@@ -234,7 +238,7 @@ def route_adapters(model: Any, adapters: Mapping[str, Path]) -> tuple[Any, _Rout
                             torch.tensor(columns, dtype=torch.long), route)
         swaps.append((path.removeprefix("base_model.model."), routed))
     if getattr(wrapped, "modules_to_save", None):
-        raise BackendError("an adapter saves whole modules (modules_to_save); a routed export "
+        raise RoutingError("an adapter saves whole modules (modules_to_save); a routed export "
                            "cannot hold them; use adapter_mode='merged'")
     with quiet_peft_deprecations():
         plain = wrapped.unload()
@@ -419,7 +423,7 @@ def export(
     if isinstance(adapters, Mapping):
         vocab = model.get_input_embeddings().weight.shape[0]
         if model.get_output_embeddings().weight.shape[0] != vocab:
-            raise BackendError(f"{source.name!r} has other input and output vocabularies; "
+            raise RoutingError(f"{source.name!r} has other input and output vocabularies; "
                                "a routed export needs one; use adapter_mode='merged'")
         model, route = route_adapters(model, adapters)
         model.eval()
