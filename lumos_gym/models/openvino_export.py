@@ -85,6 +85,7 @@ logger = logging.getLogger(__name__)
 class RoutingError(BackendError):
     """The adapters cannot share a routed export (they can still be merged, one an export)."""
 
+
 class _CacheAsTensors(torch.nn.Module):
     """A causal LM whose cache goes in and out as ``2 * layers`` plain tensors.
 
