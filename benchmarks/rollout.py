@@ -14,7 +14,9 @@ of an env, at each batch size, on each engine, all in this one process:
 * ``hf-cuda`` and ``hf-cuda-fp32``: the transformers backend on the first CUDA GPU, in bf16 (its
   default there) or fp32 (``hf-cuda-nocache``: bf16 without the prefix cache);
 * ``vllm`` and ``vllm-fp32``: vLLM in this process (its dtype, bf16 for SmolLM2, or fp32; its
-  prefix caching on, the adapters as vLLM LoRAs).
+  prefix caching on, the adapters as vLLM LoRAs);
+* ``hf-mixed``, ``hf-cuda-fp32-mixed`` and ``vllm-mixed``: with ``mixed_batches``, the planner's
+  and the grounder's requests in one batch, each with its own adapter.
 
 Before the runs it measures what the cores give: fp32 matmul GFLOP/s with torch (every thread;
 a prefill-shaped product, 2048 x 576 by 576 x 1536, and a square one) and with numpy; with a GPU
@@ -69,8 +71,11 @@ ENGINES = {
     "hf-cuda": ("hf", {"device": "cuda"}),
     "hf-cuda-fp32": ("hf", {"device": "cuda", "dtype": "float32"}),
     "hf-cuda-nocache": ("hf", {"device": "cuda", "prefix_cache": False}),
+    "hf-cuda-fp32-mixed": ("hf", {"device": "cuda", "dtype": "float32", "mixed_batches": True}),
+    "hf-mixed": ("hf", {"mixed_batches": True}),
     "vllm": ("vllm", {}),
     "vllm-fp32": ("vllm", {"dtype": "float32"}),
+    "vllm-mixed": ("vllm", {"mixed_batches": True}),
 }
 
 

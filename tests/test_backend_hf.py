@@ -28,6 +28,7 @@ from conftest import (  # noqa: E402
     MAX_POSITIONS,
     build_model,
     build_tokenizer,
+    save_tiny_model,
 )
 from test_backend_openai import running  # noqa: E402
 from transformers import (  # noqa: E402
@@ -37,7 +38,7 @@ from transformers import (  # noqa: E402
 
 from lumos_gym.errors import BackendError, RegistryError  # noqa: E402
 from lumos_gym.models import BACKENDS, make_backend  # noqa: E402
-from lumos_gym.models.base import Completion, GenerationRequest  # noqa: E402
+from lumos_gym.models.base import Backend, Completion, GenerationRequest  # noqa: E402
 from lumos_gym.models.hf import (  # noqa: E402
     HFBackend,
     PrefixCache,
@@ -461,6 +462,79 @@ def test_adapter_views_keep_their_own_prefix_caches(tiny: Path, lora_dirs: dict[
             reused = cache.reused_tokens
             assert view.generate(requests) == expected[name]
             assert cache.reused_tokens > reused
+
+
+@pytest.mark.parametrize("prefix_cache", [True, False])
+def test_views_with_adapters_answer_one_mixed_batch_as_each_alone(
+    tiny: Path, lora_dirs: dict[str, Path], prefix_cache: bool
+) -> None:
+    """peft's mixed-adapter batches: every row its view's adapter, the outputs each view's own."""
+    requests = [greedy(HEAD + tail, 8) for tail in TAILS[:3]] + [greedy(PROMPTS[1], 6)]
+    names = ["planner", "grounder", None]
+    with HFBackend(str(tiny), device=CPU, adapters=lora_dirs, batch_size=4,
+                   prefix_cache=prefix_cache, mixed_batches=True) as multi:
+        views = {name: multi.with_adapter(name) for name in names}
+        assert len({view.batch_group() for view in views.values()}) == 1
+        expected = {name: one_at_a_time(views[name], requests) for name in names}
+        pairs = [(views[name], request) for request in requests for name in names]
+        got = views["grounder"].generate_mixed(pairs)
+        assert got == [expected[name][i] for i in range(len(requests)) for name in names]
+        assert multi.generate_mixed(pairs[:5]) == got[:5]  # again, from the prefix cache
+        assert Backend.generate_mixed(multi, pairs) == got  # the default: view by view
+    with HFBackend(str(tiny), device=CPU) as plain:
+        assert plain.batch_group() is None  # no adapters: one backend, batched alone
+        with HFBackend(str(tiny), device=CPU, adapters=lora_dirs) as other:
+            assert other.batch_group() is None  # mixed batches are asked for
+            with pytest.raises(BackendError, match="views of this model"):
+                other.generate_mixed([(plain, requests[0])])
+
+
+def test_the_runner_batches_a_planner_and_a_grounder_on_one_model_together(
+    lora_dirs: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from lumos_gym.agents.base import Act, Agent, Ask
+    from lumos_gym.agents.runner import EpisodeSpec, Runner
+
+    class Alternating(Agent):
+        """Asks its two roles in turn, every other episode starting with the grounder."""
+
+        name = "alternating"
+        roles = ("planner", "grounder")
+        started = 0
+
+        def episode(self, observation, info):
+            first = Alternating.started % 2
+            Alternating.started += 1
+            for n in range(3):
+                role = self.roles[(first + n) % 2]
+                yield Ask(role, self.request(prompt=f"{role} {n}: {observation[:30]}",
+                                             max_new_tokens=6))
+            yield Act("Answer(1)")
+
+    long = tmp_path / "tiny-2048"  # the same weights, room for a math env's tasks
+    save_tiny_model(long, max_positions=2048)
+    specs = [EpisodeSpec("lumos/GSM8K-v0", f"gsm8k/sample/{n}") for n in range(4)]
+    records, calls = {}, []
+    real = HFBackend.generate_mixed
+
+    def counted(self, pairs):
+        calls.append(len({view.adapter for view, _ in pairs}))
+        return real(self, pairs)
+
+    for mixed in (True, False):
+        Alternating.started = 0
+        with HFBackend(str(long), device=CPU, adapters=lora_dirs, batch_size=8,
+                       mixed_batches=mixed) as multi:
+            views = {name: multi.with_adapter(name) for name in ("planner", "grounder")}
+            if mixed:
+                monkeypatch.setattr(HFBackend, "generate_mixed", counted)
+            runner = Runner(Alternating(), views, max_in_flight=4)
+            records[mixed] = {r.task_id: (r.status, r.turns) for r in runner.run(specs)}
+            monkeypatch.undo()
+    assert calls and max(calls) == 2  # one batch held both roles' asks
+    assert len(calls) == 3  # three rounds of asks, not six
+    assert records[True] == records[False]
+    assert all(len(turns) >= 3 for _, turns in records[True].values())
 
 
 def test_the_prefix_cache_can_be_off(tiny: Path, uncached: HFBackend) -> None:

@@ -12,8 +12,11 @@ How soon a completion comes back is the backend's: ``openvino`` decodes the requ
 session in one running batch, so a request joins it while others decode and a finished one
 leaves at once (one long generation no longer holds the others); every other backend answers
 all the asks of a turn with one ``generate`` call (:class:`~lumos_gym.models.base.QueuedSession`),
-the round-by-round batching of earlier versions. ``continuous=False`` gives every backend the
-queued session, for comparison. Prompt-prefix reuse across calls is the backend's and is the
+the round-by-round batching of earlier versions. Backends that are views of one model with a
+:meth:`~lumos_gym.models.base.Backend.batch_group` (``hf`` with adapters: a planner and a
+grounder) share one :class:`~lumos_gym.models.base.MixedQueuedSession`, so the asks of both
+roles go in one batch. ``continuous=False`` gives every other backend the queued session, for
+comparison. Prompt-prefix reuse across calls is the backend's and is the
 same either way.
 
 Whatever goes wrong in one episode (an env that raises, an agent bug, a backend error, an
@@ -29,7 +32,7 @@ import time
 import traceback
 import zlib
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
@@ -43,6 +46,7 @@ from lumos_gym.models.base import (
     Backend,
     Completion,
     GenerationSession,
+    MixedQueuedSession,
     QueuedSession,
     TokenTrace,
 )
@@ -247,7 +251,7 @@ class Runner:
         queue = deque(specs)
         pool = _EnvPool()
         running: list[_Running] = []
-        batches: dict[int, _Batch] = {}  # by id() of the backend object
+        batches: dict[Hashable, _Batch] = {}  # by _batch_key of the backend
         records: list[EpisodeRecord] = []
         bar = _Progress(len(queue)) if progress else None
 
@@ -310,17 +314,22 @@ class Runner:
         self._advance(episode, None)
         return episode
 
-    def _submit(self, running: Sequence[_Running], batches: dict[int, _Batch]) -> None:
+    def _submit(self, running: Sequence[_Running], batches: dict[Hashable, _Batch]) -> None:
         """Submit every new ask to its backend's session (opened on the backend's first ask)."""
         for episode in running:
             ask = episode.pending
             if ask is None or episode.in_flight or episode.done:
                 continue
             backend = self.backends[ask.role]
-            batch = batches.get(id(backend))
+            batch = batches.get(_batch_key(backend))
             if batch is None:
-                session = backend.open_session() if self.continuous else QueuedSession(backend)
-                batch = batches[id(backend)] = _Batch(session)
+                if backend.batch_group() is not None:  # views of one model: one mixed batch
+                    session: GenerationSession = MixedQueuedSession(backend)
+                elif self.continuous:
+                    session = backend.open_session()
+                else:
+                    session = QueuedSession(backend)
+                batch = batches[_batch_key(backend)] = _Batch(session)
             request = replace(ask.request, logprobs=True) if self.record_tokens else ask.request
             if request.temperature > 0:
                 seed = call_seed(request.seed, episode.spec, episode.asked)
@@ -328,7 +337,10 @@ class Runner:
             episode.asked += 1
             started = time.perf_counter()
             try:
-                key = batch.session.submit(request)
+                if isinstance(batch.session, MixedQueuedSession):
+                    key = batch.session.submit_for(backend, request)
+                else:
+                    key = batch.session.submit(request)
             except Exception as e:  # a request the backend refuses fails its episode only
                 error = Completion("", "error", error=_error_text(e))
                 episode.record.model_s += time.perf_counter() - started
@@ -338,17 +350,17 @@ class Runner:
             batch.asks[key] = episode
             episode.in_flight = True
 
-    def _collect(self, running: Sequence[_Running], batches: dict[int, _Batch]) -> None:
+    def _collect(self, running: Sequence[_Running], batches: dict[Hashable, _Batch]) -> None:
         """Advance each session with asks in flight; hand every finished completion over.
 
         Sessions go in the order of their first episode in ``running``. With more than one
         busy, each does one unit of work in turn, so that none waits on another's long
         generation; a lone busy session waits until something finishes.
         """
-        busy: dict[int, _Batch] = {}
+        busy: dict[Hashable, _Batch] = {}
         for episode in running:
             if episode.in_flight and episode.pending is not None:
-                key = id(self.backends[episode.pending.role])
+                key = _batch_key(self.backends[episode.pending.role])
                 busy.setdefault(key, batches[key])
         for batch in busy.values():
             carried = list(batch.asks.values())
@@ -482,6 +494,12 @@ class Runner:
         episode.record.reason = reason
         if episode.logic is not None:
             episode.logic.close()
+
+
+def _batch_key(backend: Backend) -> Hashable:
+    """The batch a backend's asks join: its batch group's (views of one model), else its own."""
+    group = backend.batch_group()
+    return ("group", group) if group is not None else ("backend", id(backend))
 
 
 def _error_text(error: BaseException) -> str:

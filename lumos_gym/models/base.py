@@ -11,7 +11,7 @@ batch while others decode and hands each back as soon as it ends; every other ba
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -145,6 +145,35 @@ class Backend(ABC):
         """
         return QueuedSession(self)
 
+    def batch_group(self) -> Hashable | None:
+        """A key that the views of one model share when one batch can hold all their requests.
+
+        ``None`` (the default): this backend batches alone. A backend that returns a key
+        answers :meth:`generate_mixed` for the requests of every view with that key (the ``hf``
+        backend's adapters, through peft's mixed-adapter batches), and the runner sends the
+        turns of all those views as one batch (:class:`MixedQueuedSession`).
+        """
+        return None
+
+    def generate_mixed(
+        self, pairs: Sequence[tuple[Backend, GenerationRequest]]
+    ) -> list[Completion]:
+        """Complete each ``(view, request)`` as ``view.generate`` would, in order.
+
+        The views share :meth:`batch_group`'s key. The default calls each view once with its
+        requests; a backend with a group answers them in shared batches.
+        """
+        results: list[Completion | None] = [None] * len(pairs)
+        views: dict[int, tuple[Backend, list[int]]] = {}
+        for i, (view, _) in enumerate(pairs):
+            views.setdefault(id(view), (view, []))[1].append(i)
+        for view, indices in views.values():
+            for i, completion in zip(
+                indices, view.generate([pairs[i][1] for i in indices]), strict=True
+            ):
+                results[i] = completion
+        return results  # type: ignore[return-value]  # every index was filled above
+
     def close(self) -> None:
         """Release resources. Idempotent."""
         return None  # nothing to release by default
@@ -232,6 +261,46 @@ class QueuedSession(GenerationSession):
     def close(self) -> None:
         """Forget the queued requests."""
         self._queue.clear()
+
+
+class MixedQueuedSession(QueuedSession):
+    """A queued session for the views of one model: a collect sends all their requests at once.
+
+    Requests come with the view that asks (:meth:`submit_for`); a collect answers them with one
+    :meth:`Backend.generate_mixed` call, so a planner's and a grounder's turns on adapters of one
+    model share a batch.
+    """
+
+    def __init__(self, backend: Backend) -> None:
+        super().__init__(backend)
+        self._views: dict[int, Backend] = {}
+
+    def submit_for(self, view: Backend, request: GenerationRequest) -> int:
+        """Queue ``request`` of ``view`` (a backend of the same batch group); return its key."""
+        key = self.submit(request)
+        self._views[key] = view
+        return key
+
+    def collect(self, wait: bool = True) -> list[tuple[int, Completion]]:
+        """Send every queued request as one ``generate_mixed`` call; return their completions."""
+        queued, self._queue = self._queue, []
+        if not queued:
+            return []
+        views = [self._views.pop(key, self.backend) for key, _ in queued]
+        completions = self.backend.generate_mixed(
+            [(view, request) for view, (_, request) in zip(views, queued, strict=True)]
+        )
+        if len(completions) != len(queued):
+            raise RuntimeError(
+                f"backend {self.backend.name!r} returned {len(completions)} completions for "
+                f"{len(queued)} requests"
+            )
+        return [(key, completion) for (key, _), completion in zip(queued, completions, strict=True)]
+
+    def close(self) -> None:
+        """Forget the queued requests."""
+        super().close()
+        self._views.clear()
 
 
 def cut_at_stop(text: str, stop: Sequence[str]) -> tuple[str, bool]:

@@ -763,6 +763,7 @@ class _LoadedModel:
         self.pad_id = _pad_id(tokenizer, self.eos_ids)
         self.lock = threading.Lock()
         self.closed = False
+        self.mixed_batches = False  # the views' requests batch together (HFBackend's option)
         self.prefix: PrefixCache | None = None
         self.prefix_off: str | None = "prefix_cache=False"
 
@@ -830,6 +831,9 @@ class HFBackend(Backend):
         prefix_cache_mb: the most memory (MiB, on the model's device) the cached states take,
             over all adapters; least recently used runs are dropped beyond it. SmolLM2-135M in
             fp32 takes 45 KiB a token, so the default 256 MiB holds about 5,800 tokens.
+        mixed_batches: with adapters, let the runner batch the requests of every view
+            together, each row with its own adapter (peft's mixed-adapter batches; see
+            :meth:`batch_group`). Off by default: on two CPU cores it was slower (docs/speed.md).
 
     Raises:
         BackendError: the model, its tokenizer or an adapter is missing or cannot be loaded;
@@ -852,6 +856,7 @@ class HFBackend(Backend):
         tokenizer: str | PreTrainedTokenizerBase | None = None,
         prefix_cache: bool = True,
         prefix_cache_mb: float = DEFAULT_PREFIX_CACHE_MB,
+        mixed_batches: bool = False,
     ) -> None:
         if batch_size < 1:
             raise ValueError(f"batch_size must be at least 1; got {batch_size}")
@@ -876,6 +881,7 @@ class HFBackend(Backend):
             self._shared.max_context = max_context
         if prefix_cache:
             self._shared.enable_prefix_cache(int(prefix_cache_mb * 2**20))
+        self._shared.mixed_batches = mixed_batches
         self._adapter = DEFAULT_ADAPTER if adapter is not None else None
         self._owner = True
         self._closed = False
@@ -927,25 +933,72 @@ class HFBackend(Backend):
             BackendError: the backend is closed.
         """
         with self._shared.lock:
-            if self._closed or self._shared.closed:
-                raise BackendError(f"the hf backend of {self.model_id!r} is closed")
-            encoded = [self._encode(request) for request in requests]
-            results = [item if isinstance(item, Completion) else None for item in encoded]
-            runnable = {i: ids for i, ids in enumerate(encoded) if isinstance(ids, list)}
-            indices = list(runnable)
-            batches = plan_batches(
-                [_settings_key(requests[i]) for i in indices],
-                [len(ids) for ids in runnable.values()],
-                self._shared.batch_size,
-            )
+            self._check_open()
             with self._adapter_scope():
-                for batch in batches:
-                    chosen = [indices[b] for b in batch]
-                    completions = self._run_batch(
-                        [requests[i] for i in chosen], [runnable[i] for i in chosen]
-                    )
-                    for i, completion in zip(chosen, completions, strict=True):
-                        results[i] = completion
+                pairs = [(self, request) for request in requests]
+                return self._generate_locked(pairs, mixed=False)
+
+    def batch_group(self) -> Hashable | None:
+        """The key every view of this model shares (with adapters and ``mixed_batches``).
+
+        Their requests then batch together: peft's mixed-adapter batches, each row with its
+        view's adapter.
+        """
+        if self._shared.adapters and self._shared.mixed_batches:
+            return ("hf", id(self._shared))
+        return None
+
+    def generate_mixed(
+        self, pairs: Sequence[tuple[Backend, GenerationRequest]]
+    ) -> list[Completion]:
+        """Complete the requests of several views of this model in shared batches, in order.
+
+        Each row runs with its view's adapter (``None``: the base model); prefixes are cached
+        per adapter as in :meth:`generate`.
+
+        Raises:
+            BackendError: the backend is closed, or a view is of another model.
+        """
+        if any(getattr(view, "_shared", None) is not self._shared for view, _ in pairs):
+            raise BackendError("generate_mixed takes views of this model only")
+        with self._shared.lock:
+            return self._generate_locked(pairs, mixed=True)  # type: ignore[arg-type]
+
+    def _check_open(self) -> None:
+        """Raise :class:`BackendError` when this backend or its owner is closed."""
+        if self._closed or self._shared.closed:
+            raise BackendError(f"the hf backend of {self.model_id!r} is closed")
+
+    def _generate_locked(
+        self, pairs: Sequence[tuple[HFBackend, GenerationRequest]], *, mixed: bool
+    ) -> list[Completion]:
+        """Encode, batch by settings and length, and decode (the lock is held).
+
+        ``mixed``: each row names its view's adapter to peft; else this view's adapter is the
+        active one (set by :meth:`_adapter_scope`).
+
+        Raises:
+            BackendError: the backend is closed.
+        """
+        self._check_open()
+        requests = [request for _, request in pairs]
+        encoded = [view._encode(request) for view, request in pairs]
+        results = [item if isinstance(item, Completion) else None for item in encoded]
+        runnable = {i: ids for i, ids in enumerate(encoded) if isinstance(ids, list)}
+        indices = list(runnable)
+        batches = plan_batches(
+            [_settings_key(requests[i]) for i in indices],
+            [len(ids) for ids in runnable.values()],
+            self._shared.batch_size,
+        )
+        for batch in batches:
+            chosen = [indices[b] for b in batch]
+            adapters = [pairs[i][0]._adapter for i in chosen] if mixed else None
+            completions = self._run_batch(
+                [requests[i] for i in chosen], [runnable[i] for i in chosen], adapters
+            )
+            for i, completion in zip(chosen, completions, strict=True):
+                results[i] = completion
         return results  # type: ignore[return-value]  # every index was filled above
 
     def info(self) -> BackendInfo:
@@ -960,6 +1013,7 @@ class HFBackend(Backend):
             "batch_size": shared.batch_size,
             "max_context": shared.max_context,
             "prefix_cache": shared.prefix is not None,
+            "mixed_batches": shared.mixed_batches,
         }
         if shared.prefix is not None:
             details["prefix_cache_mb"] = shared.prefix.max_bytes / 2**20
@@ -1047,13 +1101,20 @@ class HFBackend(Backend):
             yield
 
     def _run_batch(
-        self, requests: Sequence[GenerationRequest], rows: Sequence[list[int]]
+        self,
+        requests: Sequence[GenerationRequest],
+        rows: Sequence[list[int]],
+        adapters: Sequence[str | None] | None = None,
     ) -> list[Completion]:
-        """Decode one batch of requests that share their generation settings."""
+        """Decode one batch of requests that share their generation settings.
+
+        ``adapters``: each row's adapter, named to peft (a mixed batch); ``None``: every row
+        runs with the active adapter, this view's.
+        """
         shared = self._shared
         if shared.prefix is not None:
             try:
-                return self._run_prefixed(requests, rows, shared.prefix)
+                return self._run_prefixed(requests, rows, shared.prefix, adapters)
             except torch.OutOfMemoryError:
                 raise
             except (RuntimeError, ValueError, TypeError, IndexError, AttributeError) as e:
@@ -1064,7 +1125,8 @@ class HFBackend(Backend):
                 )
                 shared.disable_prefix_cache(f"failed: {type(e).__name__}: {e}")
         input_ids, attention_mask = left_pad(rows, shared.pad_id)
-        output, criteria, logprobs = self._generate_rows(requests, input_ids, attention_mask, None)
+        output, criteria, logprobs = self._generate_rows(requests, input_ids, attention_mask, None,
+                                                         adapters)
         width = input_ids.shape[1]
         generated = output[:, width:].tolist()
         return [
@@ -1078,8 +1140,9 @@ class HFBackend(Backend):
         input_ids: torch.Tensor,
         attention_mask: torch.Tensor,
         past: DynamicCache | None,
+        adapters: Sequence[str | None] | None = None,
     ) -> tuple[torch.Tensor, StopOnStrings, list[list[float]] | None]:
-        """Run generate on laid-out rows.
+        """Run generate on laid-out rows (``adapters``: each row's, a mixed batch).
 
         Returns:
             Its output, the stop criteria it used, and each row's generated tokens'
@@ -1095,6 +1158,7 @@ class HFBackend(Backend):
             eos_ids=shared.eos_ids,
         )
         extra: dict[str, Any] = {} if past is None else {self._cache_keyword(): past}
+        extra.update(_peft_rows(adapters))
         chosen = ChosenLogprobs() if any(request.logprobs for request in requests) else None
         if chosen is not None:
             extra["logits_processor"] = LogitsProcessorList([chosen])
@@ -1112,7 +1176,11 @@ class HFBackend(Backend):
         return output, criteria, chosen.finish(output[:, input_ids.shape[1]:])
 
     def _run_prefixed(
-        self, requests: Sequence[GenerationRequest], rows: Sequence[list[int]], cache: PrefixCache
+        self,
+        requests: Sequence[GenerationRequest],
+        rows: Sequence[list[int]],
+        cache: PrefixCache,
+        adapters: Sequence[str | None] | None = None,
     ) -> list[Completion]:
         """Decode one batch reading prompt prefixes from ``cache``, then store what it computed.
 
@@ -1125,11 +1193,12 @@ class HFBackend(Backend):
         config = self._text_config()
         cache.tick()
         keys = [tuple(row) for row in rows]
+        owners = list(adapters) if adapters is not None else [self._adapter] * len(rows)
         with torch.inference_mode():
-            self._prefill_shared(keys, cache, config)
+            self._prefill_shared(keys, cache, config, owners, mixed=adapters is not None)
         paths = []
-        for key in keys:
-            length, path = cache.match(self._adapter, key, len(key) - 1)
+        for key, owner in zip(keys, owners, strict=True):
+            length, path = cache.match(owner, key, len(key) - 1)
             if length < PREFIX_MIN_REUSE:
                 length, path = 0, []
             cache.touch(path)
@@ -1141,7 +1210,8 @@ class HFBackend(Backend):
         width = input_ids.shape[1]
         with torch.inference_mode():
             past = cache.assemble(paths, max(cached), config)
-        output, criteria, logprobs = self._generate_rows(requests, input_ids, attention_mask, past)
+        output, criteria, logprobs = self._generate_rows(requests, input_ids, attention_mask, past,
+                                                         adapters)
         generated = output[:, width:].tolist()
         completions = [
             self._completion(row, new, criteria.stopped_at[i], request, logprobs and logprobs[i])
@@ -1155,34 +1225,42 @@ class HFBackend(Backend):
                 seen = key + tuple(generated[i][: min(completions[i].output_tokens, fed)])
                 shift = width - len(key)  # the slot of token j >= c is j + shift
                 slots = [j if j < c else j + shift for j in range(len(seen))]
-                cache.insert(self._adapter, seen, functools.partial(_row_states, past, i, slots))
+                cache.insert(owners[i], seen, functools.partial(_row_states, past, i, slots))
         return completions
 
     def _prefill_shared(
-        self, keys: Sequence[tuple[int, ...]], cache: PrefixCache, config: Any
+        self,
+        keys: Sequence[tuple[int, ...]],
+        cache: PrefixCache,
+        config: Any,
+        owners: Sequence[str | None],
+        *,
+        mixed: bool,
     ) -> None:
         """Prefill, once and alone, each uncached prefix that rows of this batch share.
 
-        The longest prefix a row shares with another is its common prefix with a neighbour in
-        sorted order; runs shorter than :data:`PREFIX_MIN_SHARED` beyond what the cache holds
-        are left to the batch. Shorter runs go first, so longer ones extend them.
+        The longest prefix a row shares with another row of the same adapter (``owners``) is
+        its common prefix with a neighbour in sorted order; runs shorter than
+        :data:`PREFIX_MIN_SHARED` beyond what the cache holds are left to the batch. Shorter
+        runs go first, so longer ones extend them. ``mixed``: name each run's adapter to peft.
         """
-        order = sorted(range(len(keys)), key=keys.__getitem__)
+        order = sorted(range(len(keys)), key=lambda i: (str(owners[i]), keys[i]))
         shared = [0] * len(keys)
         for a, b in zip(order, order[1:], strict=False):
-            n = common_length(keys[a], keys[b])
+            n = common_length(keys[a], keys[b]) if owners[a] == owners[b] else 0
             shared[a], shared[b] = max(shared[a], n), max(shared[b], n)
-        targets = {keys[i][: min(n, len(keys[i]) - 1)] for i, n in enumerate(shared)}
-        for prefix in sorted(targets, key=len):
+        targets = {(owners[i], keys[i][: min(n, len(keys[i]) - 1)]) for i, n in enumerate(shared)}
+        for owner, prefix in sorted(targets, key=lambda t: (len(t[1]), str(t[0]), t[1])):
             if len(prefix) < PREFIX_MIN_SHARED:
                 continue
-            length, path = cache.match(self._adapter, prefix, len(prefix))
+            length, path = cache.match(owner, prefix, len(prefix))
             if len(prefix) - length < PREFIX_MIN_SHARED:
                 continue
             cache.touch(path)
             past = cache.assemble([(length, path)], length, config)
             device = self._shared.device
             kwargs = {"logits_to_keep": 1} if self._keeps_logits() else {}
+            kwargs.update(_peft_rows([owner] if mixed else None))
             self._shared.model(
                 input_ids=torch.tensor([prefix[length:]], device=device),
                 position_ids=torch.arange(length, len(prefix), device=device)[None],
@@ -1192,7 +1270,7 @@ class HFBackend(Backend):
             )
             cache.prefilled_tokens += len(prefix) - length
             slots = range(len(prefix))
-            cache.insert(self._adapter, prefix, functools.partial(_row_states, past, 0, slots))
+            cache.insert(owner, prefix, functools.partial(_row_states, past, 0, slots))
 
     def _text_config(self) -> Any:
         model = self._shared.model
@@ -1305,6 +1383,13 @@ def _row_states(past: DynamicCache, row: int, slots: Sequence[int], start: int) 
             for layer in layers
         ]
     )
+
+
+def _peft_rows(adapters: Sequence[str | None] | None) -> dict[str, Any]:
+    """The keyword that gives peft each row's adapter (``__base__``: none), or nothing."""
+    if adapters is None:
+        return {}
+    return {"adapter_names": [name if name is not None else "__base__" for name in adapters]}
 
 
 def _settings_key(request: GenerationRequest) -> Hashable:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +60,8 @@ class _Engine:
         self.closed = False
         #: End-of-turn ids beyond the model's own: its alias's and those its adapters learned.
         self.stop_ids: frozenset[int] = frozenset()
+        #: The views' requests batch together (VLLMBackend's option).
+        self.mixed_batches = False
 
 
 class VLLMBackend(Backend):
@@ -77,6 +79,9 @@ class VLLMBackend(Backend):
         gpu_memory_utilization: the share of GPU memory vLLM may take.
         tensor_parallel_size: GPUs to shard the model over.
         max_lora_rank: the largest LoRA rank the engine accepts.
+        mixed_batches: let the runner batch the requests of every view together, each prompt
+            with its own LoRA request (see :meth:`batch_group`). Off by default until measured
+            on a GPU.
         engine_options: further ``vllm.LLM`` arguments.
 
     Raises:
@@ -97,6 +102,7 @@ class VLLMBackend(Backend):
         gpu_memory_utilization: float = 0.9,
         tensor_parallel_size: int = 1,
         max_lora_rank: int = 64,
+        mixed_batches: bool = False,
         **engine_options: Any,
     ) -> None:
         vllm = import_vllm()
@@ -122,6 +128,7 @@ class VLLMBackend(Backend):
         }
         self._engine = _Engine(llm, model, loras, max_context or _engine_max_len(llm))
         self._engine.stop_ids = _stop_ids(model, named.values(), self._engine.tokenizer)
+        self._engine.mixed_batches = mixed_batches
         self._adapter = "default" if adapter is not None else None
         self._owner = True
 
@@ -146,9 +153,42 @@ class VLLMBackend(Backend):
         Raises:
             BackendError: the backend is closed.
         """
+        return self._generate_pairs([(self, request) for request in requests])
+
+    def batch_group(self) -> Hashable | None:
+        """The key every view of this engine shares (with adapters and ``mixed_batches``).
+
+        vLLM takes one LoRA request a prompt, so the views' requests batch together.
+        """
+        if self._engine.loras and self._engine.mixed_batches:
+            return ("vllm", id(self._engine))
+        return None
+
+    def generate_mixed(
+        self, pairs: Sequence[tuple[Backend, GenerationRequest]]
+    ) -> list[Completion]:
+        """Complete the requests of several views of this engine in one call, in order.
+
+        Raises:
+            BackendError: the backend is closed, or a view is of another engine.
+        """
+        if any(getattr(view, "_engine", None) is not self._engine for view, _ in pairs):
+            raise BackendError("generate_mixed takes views of this engine only")
+        return self._generate_pairs(pairs)  # type: ignore[arg-type]
+
+    def _generate_pairs(
+        self, pairs: Sequence[tuple[VLLMBackend, GenerationRequest]]
+    ) -> list[Completion]:
+        """Complete each request with its view's adapter: raw prompts in one call, chats in one.
+
+        Raises:
+            BackendError: the backend is closed.
+        """
         engine = self._engine
         if engine.closed:
             raise BackendError(f"the vllm backend of {engine.model_id!r} is closed")
+        requests = [request for _, request in pairs]
+        loras = [engine.loras.get(view._adapter) if view._adapter else None for view, _ in pairs]
         results: list[Completion | None] = [None] * len(requests)
         raw: dict[int, list[int]] = {}
         chat: dict[int, GenerationRequest] = {}
@@ -160,14 +200,15 @@ class VLLMBackend(Backend):
                 raw[i] = checked
             else:
                 chat[i] = request
-        self._run_raw(requests, raw, results)
-        self._run_chat(requests, chat, results)
+        self._run_raw(requests, raw, results, loras)
+        self._run_chat(requests, chat, results, loras)
         return results  # type: ignore[return-value]  # every index was filled above
 
     def info(self) -> BackendInfo:
         """Describe the model and adapters for provenance."""
         engine = self._engine
         details = {
+            "mixed_batches": engine.mixed_batches,
             "adapter": self._adapter,
             "adapters": {name: lora.lora_path for name, lora in engine.loras.items()},
             "max_context": engine.max_context,
@@ -207,24 +248,28 @@ class VLLMBackend(Backend):
         requests: Sequence[GenerationRequest],
         raw: Mapping[int, list[int]],
         results: list[Completion | None],
+        loras: Sequence[Any],
     ) -> None:
         if not raw:
             return
         prompts = [{"prompt_token_ids": ids} for ids in raw.values()]
         params = [self._sampling(requests[i]) for i in raw]
-        self._fill(list(raw), requests, results, self._engine.llm.generate, prompts, params)
+        self._fill(list(raw), requests, results, self._engine.llm.generate, prompts, params,
+                   loras)
 
     def _run_chat(
         self,
         requests: Sequence[GenerationRequest],
         chat: Mapping[int, GenerationRequest],
         results: list[Completion | None],
+        loras: Sequence[Any],
     ) -> None:
         if not chat:
             return
         conversations = [[dict(m) for m in r.messages or ()] for r in chat.values()]
         params = [self._sampling(r) for r in chat.values()]
-        self._fill(list(chat), requests, results, self._engine.llm.chat, conversations, params)
+        self._fill(list(chat), requests, results, self._engine.llm.chat, conversations, params,
+                   loras)
 
     def _fill(
         self,
@@ -234,11 +279,16 @@ class VLLMBackend(Backend):
         call: Any,
         inputs: list[Any],
         params: list[Any],
+        loras: Sequence[Any],
     ) -> None:
-        """Run one vLLM call; a refused batch makes an error completion of each request."""
-        lora = self._engine.loras.get(self._adapter) if self._adapter else None
+        """Run one vLLM call; a refused batch makes an error completion of each request.
+
+        Each prompt goes with its own LoRA request or ``None`` (``loras``, by index of
+        ``requests``).
+        """
         try:
-            outputs = call(inputs, params, use_tqdm=False, lora_request=lora)
+            outputs = call(inputs, params, use_tqdm=False,
+                           lora_request=[loras[i] for i in indices])
         except ValueError as e:  # vLLM's way of refusing a request (too long, bad template)
             for i in indices:
                 results[i] = self._error(f"vLLM refused the batch: {e}")
