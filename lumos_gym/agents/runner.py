@@ -321,15 +321,16 @@ class Runner:
             if ask is None or episode.in_flight or episode.done:
                 continue
             backend = self.backends[ask.role]
-            batch = batches.get(_batch_key(backend))
+            batch_key = _batch_key(backend)
+            batch = batches.get(batch_key)
             if batch is None:
-                if backend.batch_group() is not None:  # views of one model: one mixed batch
+                if batch_key[0] == "group":  # views of one model: one mixed batch
                     session: GenerationSession = MixedQueuedSession(backend)
                 elif self.continuous:
                     session = backend.open_session()
                 else:
                     session = QueuedSession(backend)
-                batch = batches[_batch_key(backend)] = _Batch(session)
+                batch = batches[batch_key] = _Batch(session)
             request = replace(ask.request, logprobs=True) if self.record_tokens else ask.request
             if request.temperature > 0:
                 seed = call_seed(request.seed, episode.spec, episode.asked)
@@ -496,7 +497,7 @@ class Runner:
             episode.logic.close()
 
 
-def _batch_key(backend: Backend) -> Hashable:
+def _batch_key(backend: Backend) -> tuple[str, Hashable]:
     """The batch a backend's asks join: its batch group's (views of one model), else its own."""
     group = backend.batch_group()
     return ("group", group) if group is not None else ("backend", id(backend))

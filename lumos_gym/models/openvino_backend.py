@@ -256,6 +256,7 @@ class _Shared:
         max_context: int,
         eos_ids: frozenset[int],
         routed: bool = False,
+        routed_by_default: bool = True,
     ) -> None:
         self.source = source
         self.adapters = dict(adapters)
@@ -263,7 +264,8 @@ class _Shared:
         self.settings = settings
         self.max_context = max_context
         self.routed = routed
-        self.routed_by_default = True  # adapter_mode "auto": a RoutingError falls back to merged
+        self.routed_by_default = routed_by_default  # "auto": a RoutingError falls back to merged
+        self.roles = {name: role for role, name in enumerate(self.adapters, start=1)}
         self.token_offset = 0  # a routed export's vocab: role k sends ids shifted by k times it
         self.folders: dict[str | None, Path] = {}
         self.pipelines: dict[str | None, Any] = {}
@@ -281,7 +283,7 @@ class _Shared:
         """What ``adapter``'s token ids are shifted by in the pipeline (0 unless routed)."""
         if not self.routed or adapter is None:
             return 0
-        return (list(self.adapters).index(adapter) + 1) * self.token_offset
+        return self.roles[adapter] * self.token_offset
 
     def folder(self, adapter: str | None) -> Path:
         """The export that generates with ``adapter``, made now if missing."""
@@ -457,8 +459,8 @@ class OpenVINOBackend(Backend):
         loaded, context, eos_ids = _tokenizer_and_config(source, tokenizer)
         eos_ids |= trained_eos_ids(named.values(), loaded)  # the turn ends adapters learned
         self._shared = _Shared(source, named, loaded, settings, max_context or context, eos_ids,
-                               routed=_routes(adapter_mode, named, batch_size))
-        self._shared.routed_by_default = adapter_mode == "auto"
+                               routed=_routes(adapter_mode, named, batch_size),
+                               routed_by_default=adapter_mode == "auto")
         for name in named:  # fail fast: every adapter is exported (or found) now
             self._shared.folder(name)
         self._adapter = DEFAULT_ADAPTER if adapter is not None else None
