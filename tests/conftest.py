@@ -19,6 +19,7 @@ import subprocess
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -51,8 +52,10 @@ class ScriptedBackend(Backend):
 
     name = "scripted"
 
-    def __init__(self, script: Callable[[GenerationRequest], str]) -> None:
+    def __init__(self, script: Callable[[GenerationRequest], str],
+                 details: dict[str, Any] | None = None) -> None:
         self.script = script
+        self.details = dict(details or {})  # what info() reports (a dtype, say)
         self.batches: list[list[GenerationRequest]] = []
         self.closed = False
 
@@ -68,7 +71,7 @@ class ScriptedBackend(Backend):
         return completions
 
     def info(self) -> BackendInfo:
-        return BackendInfo(backend=self.name, model_id="scripted")
+        return BackendInfo(backend=self.name, model_id="scripted", details=dict(self.details))
 
     def close(self) -> None:
         self.closed = True

@@ -12,6 +12,7 @@ from lumos_gym.cli import main
 from lumos_gym.errors import EvaluationError
 from lumos_gym.leaderboard.evaluate import ModelOptions, RunConfig, evaluate
 from lumos_gym.leaderboard.output import ResultsFile
+from lumos_gym.leaderboard.render import load_board
 from lumos_gym.leaderboard.results import format_table, mean_se, summarize
 from lumos_gym.leaderboard.suites import SUITES, suite_entries
 
@@ -228,8 +229,6 @@ def test_evaluate_over_http_against_lumos_gym_serve(tiny_model, tmp_path):
         assert all(r["output_tokens"] > 0 for r in records)
         assert main(["evaluate", "--backend", "openai", "--base-url", url, "--model", "tini",
                      "--limit", "1", "--out", str(tmp_path / "wrong"), "--no-progress"]) == 2
-    from lumos_gym.leaderboard.render import load_board
-
     shown = load_board([tmp_path]).entries[0].models
     assert shown == "grounder: tiny (openai), planner: tiny (openai)"
 
@@ -244,3 +243,26 @@ def test_resume_refuses_results_of_another_configuration(tmp_path):
     again = evaluate(RunConfig("direct", envs=["GSM8K-v0"], limit=2, out=tmp_path, resume=True,
                                backends={"policy": backend}, progress=False))
     assert again.resumed == 1 and again.summary["overall"]["episodes"] == 2
+
+
+def test_resume_refuses_results_of_other_numerics(tmp_path):
+    fp32 = ScriptedBackend(lambda request: "4", details={"dtype": "float32", "weights": "f32"})
+    evaluate(RunConfig("direct", envs=["GSM8K-v0"], limit=1, out=tmp_path,
+                       backends={"policy": fp32}, progress=False))
+    run = json.loads((tmp_path / "run.json").read_text())
+    # fp32 adds nothing: folders written before numerics were fingerprinted still resume
+    assert run["fingerprint"]["models"] == {"policy": ["scripted", "scripted", None]}
+    for details, shown in (({"dtype": "bfloat16"}, "bfloat16"),
+                           ({"dtype": "float32", "weights": "int8"}, "int8 weights")):
+        other = ScriptedBackend(lambda request: "4", details=details)
+        with pytest.raises(EvaluationError, match=f"another configuration.*{shown}"):
+            evaluate(RunConfig("direct", envs=["GSM8K-v0"], limit=2, out=tmp_path, resume=True,
+                               backends={"policy": other}, progress=False))
+    again = evaluate(RunConfig("direct", envs=["GSM8K-v0"], limit=2, out=tmp_path, resume=True,
+                               backends={"policy": fp32}, progress=False))
+    assert again.resumed == 1
+    bf16 = ScriptedBackend(lambda request: "4", details={"dtype": "bfloat16"})
+    evaluate(RunConfig("direct", envs=["GSM8K-v0"], limit=1, out=tmp_path / "bf16",
+                       backends={"policy": bf16}, progress=False))
+    shown = load_board([tmp_path / "bf16"]).entries[0].models
+    assert shown == "policy: scripted (bfloat16)"

@@ -295,7 +295,9 @@ def test_compare_prints_every_env_level_and_metric_of_two_runs(runs, tmp_path, c
     assert main(["leaderboard", "--compare", str(runs / "direct"), str(runs / "oracle")]) == 0
     out = capsys.readouterr().out
     assert out.startswith("# direct - oracle")
-    lines = [line for line in out.splitlines() if line.startswith("| ")][1:]  # below the header
+    paired, same = out.split("## The same outputs")
+    lines = [line for line in paired.splitlines() if line.startswith("| ")][1:]  # below the head
+    assert "| all | 8 | 0/8 |" in same  # two agents: no episode the same
     assert [line.split(" | ")[0] for line in lines] == ["| suite score", "| GSM8K-v0",
                                                          "| SVAMP-v0"]
     assert all("mcnemar-exact" in line for line in lines[1:])

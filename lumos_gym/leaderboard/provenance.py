@@ -83,12 +83,34 @@ def model_args(options: Mapping[str, Any]) -> dict[str, Any]:
     return portable_paths(json.loads(json.dumps(shown, default=str)))
 
 
+def numerics(details: Mapping[str, Any]) -> str | None:
+    """Return how a backend's numbers differ from fp32 (its dtype, int8 weights), else None.
+
+    Part of the fingerprint only when set, so runs in fp32 keep the fingerprint they had
+    before it was added: an fp32 folder refuses to be resumed in bf16 or with int8 weights.
+    """
+    parts = []
+    dtype = details.get("dtype")
+    if dtype and str(dtype) != "float32":
+        parts.append(str(dtype))
+    weights = details.get("weights")
+    if weights and str(weights) != "f32":
+        parts.append(f"{weights} weights")
+    return ", ".join(parts) or None
+
+
 def fingerprint(agent: Agent, backends: Mapping[str, Backend]) -> dict[str, Any]:
-    """Return what must match for a run to resume another: the agent and each role's model."""
+    """Return what must match for a run to resume another: the agent and each role's model.
+
+    Each role's model is ``[backend, model id, adapter]``, and its :func:`numerics` after them
+    where they are not fp32.
+    """
     models = {}
     for role, backend in sorted(backends.items()):
         info = backend.info()
         models[role] = [info.backend, info.model_id, info.details.get("adapter")]
+        if (numbers := numerics(info.details)) is not None:
+            models[role].append(numbers)
     return portable_paths(
         json.loads(json.dumps({"agent": agent.describe(), "models": models}, default=str))
     )

@@ -47,6 +47,7 @@ from lumos_gym import __version__
 from lumos_gym.agents.plugins import registered_agent
 from lumos_gym.errors import EvaluationError, LumosGymError
 from lumos_gym.jsonl import folder_problem
+from lumos_gym.leaderboard.agreement import AGREEMENT_NOTE, agreement, agreement_rows
 from lumos_gym.leaderboard.attribution import (
     ATTRIBUTION_NOTE,
     TABLE_HEADERS,
@@ -276,7 +277,9 @@ class Entry:
         for role, value in sorted(models.items()):
             if isinstance(value, list) and len(value) >= 2:
                 adapter = f"+{value[2]}" if len(value) > 2 and value[2] else ""
-                served = f" ({value[0]})" if value[0] not in ("hf", value[1]) else ""
+                how = [value[0]] if value[0] not in ("hf", value[1]) else []
+                how += [str(n) for n in value[3:4] if n]  # numerics other than fp32
+                served = f" ({', '.join(how)})" if how else ""
                 parts.append(f"{role}: {value[1]}{adapter}{served}")
         return ", ".join(parts) or "-"
 
@@ -1442,7 +1445,17 @@ def render_comparison(board: Board, a: str, b: str, fmt: str = "md") -> str:
              f"only A solved vs only B solved. {PAIRED_NOTE}", ""]
     lines += markdown_table(headers, cells)
     lines += _unpaired_lines(comparison, first.name, second.name)
+    lines += _agreement_lines(comparison)
     return "\n".join(lines) + "\n"
+
+
+def _agreement_lines(comparison: Comparison) -> list[str]:
+    """The section on identical module outputs and episodes (none without paired episodes)."""
+    by_env = agreement(comparison.pairing)
+    if not by_env:
+        return []
+    headers, rows = agreement_rows(by_env, short_env)
+    return ["", "## The same outputs", "", AGREEMENT_NOTE, "", *markdown_table(headers, rows)]
 
 
 def _unpaired_lines(comparison: Comparison, a: str, b: str) -> list[str]:
