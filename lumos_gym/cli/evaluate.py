@@ -75,7 +75,8 @@ def _add_model_flags(p: argparse.ArgumentParser) -> None:
                    "were the same at 8, 16 and 32, and 32 was the fastest)")
     p.add_argument("--device", default=None, help="torch device (hf) or OpenVINO device (openvino)")
     p.add_argument("--dtype", default=None,
-                   help="torch dtype (hf), or the precision of the openvino backend (f32, bf16)")
+                   help="torch dtype (hf, vllm), or the precision of the openvino backend "
+                   "(f32, bf16)")
     p.add_argument("--model-args", action="append", default=[], metavar="KEY=VALUE,...",
                    help="backend constructor arguments, e.g. timeout=120,max_retries=2 "
                    "(openai), max_context=4096 (hf, openvino), threads=4 (openvino); values "
