@@ -15,6 +15,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -56,7 +57,7 @@ from lumos_gym.models.hf import (  # noqa: E402
 )
 from lumos_gym.models.openai_backend import OpenAIBackend  # noqa: E402
 from lumos_gym.models.serve import create_app  # noqa: E402
-from lumos_gym.models.vllm_backend import VLLMBackend  # noqa: E402
+from lumos_gym.models.vllm_backend import VLLMBackend, _engine_dtype  # noqa: E402
 
 PROMPTS = [
     "the planner",
@@ -864,3 +865,12 @@ def test_vllm_stops_where_hf_stops(tiny: Path, lora_dirs: dict[str, Path], tmp_p
     alias = next(name for name, spec in ALIASES.items() if spec.eos_token)
     turn_end = tokenizer.convert_tokens_to_ids(ALIASES[alias].eos_token)  # one token here
     assert _stop_ids(alias, [folder], tokenizer) == {some[0], turn_end}
+
+
+def test_vllm_records_the_dtype_its_engine_resolved() -> None:
+    """vLLM's ``auto`` dtype is read back from the engine's model config for provenance (a run
+    in bf16 then has another fingerprint than one in fp32); without a config, the asked one."""
+    llm = SimpleNamespace(llm_engine=SimpleNamespace(model_config=SimpleNamespace(
+        dtype=torch.bfloat16)))
+    assert _engine_dtype(llm, "auto") == "bfloat16"
+    assert _engine_dtype(SimpleNamespace(), "float32") == "float32"

@@ -62,6 +62,8 @@ class _Engine:
         self.stop_ids: frozenset[int] = frozenset()
         #: The views' requests batch together (VLLMBackend's option).
         self.mixed_batches = False
+        #: The dtype the engine computes in (part of a run's fingerprint unless float32).
+        self.dtype = "auto"
 
 
 class VLLMBackend(Backend):
@@ -129,6 +131,7 @@ class VLLMBackend(Backend):
         self._engine = _Engine(llm, model, loras, max_context or _engine_max_len(llm))
         self._engine.stop_ids = _stop_ids(model, named.values(), self._engine.tokenizer)
         self._engine.mixed_batches = mixed_batches
+        self._engine.dtype = _engine_dtype(llm, dtype)
         self._adapter = "default" if adapter is not None else None
         self._owner = True
 
@@ -209,6 +212,7 @@ class VLLMBackend(Backend):
         engine = self._engine
         details = {
             "mixed_batches": engine.mixed_batches,
+            "dtype": engine.dtype,
             "adapter": self._adapter,
             "adapters": {name: lora.lora_path for name, lora in engine.loras.items()},
             "max_context": engine.max_context,
@@ -371,3 +375,10 @@ def _engine_max_len(llm: Any) -> int:
     """The engine's ``max_model_len``, read from its model config."""
     config = getattr(getattr(llm, "llm_engine", None), "model_config", None)
     return int(getattr(config, "max_model_len", 0) or 2**31 - 1)
+
+
+def _engine_dtype(llm: Any, asked: str) -> str:
+    """The dtype the engine runs in (``"auto"`` resolved from its model config), else ``asked``."""
+    config = getattr(getattr(llm, "llm_engine", None), "model_config", None)
+    dtype = getattr(config, "dtype", None)
+    return str(dtype).removeprefix("torch.") if dtype is not None else asked
