@@ -266,3 +266,25 @@ def test_resume_refuses_results_of_other_numerics(tmp_path):
                        backends={"policy": bf16}, progress=False))
     shown = load_board([tmp_path / "bf16"]).entries[0].models
     assert shown == "policy: scripted (bfloat16)"
+
+
+def _adapter(folder, weights: bytes):
+    """An adapter folder as provenance reads it: only its weights file is checksummed."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "adapter_model.safetensors").write_bytes(weights)
+    return {"adapter": "policy", "adapters": {"policy": str(folder)}}
+
+
+def test_resume_refuses_other_adapter_weights_under_the_same_name(tmp_path):
+    out = tmp_path / "run"
+    first = ScriptedBackend(lambda request: "4", details=_adapter(tmp_path / "a", b"seed 0"))
+    evaluate(RunConfig("direct", envs=["GSM8K-v0"], limit=1, out=out,
+                       backends={"policy": first}, progress=False))
+    retrained = ScriptedBackend(lambda request: "4", details=_adapter(tmp_path / "a", b"seed 1"))
+    with pytest.raises(EvaluationError, match="another configuration.*adapter weights"):
+        evaluate(RunConfig("direct", envs=["GSM8K-v0"], limit=2, out=out, resume=True,
+                           backends={"policy": retrained}, progress=False))
+    moved = ScriptedBackend(lambda request: "4", details=_adapter(tmp_path / "b", b"seed 0"))
+    again = evaluate(RunConfig("direct", envs=["GSM8K-v0"], limit=2, out=out, resume=True,
+                               backends={"policy": moved}, progress=False))
+    assert again.resumed == 1  # the same weights in another folder: the same configuration

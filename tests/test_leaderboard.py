@@ -112,6 +112,25 @@ def test_runs_are_grouped_ranked_and_match_the_summaries(runs, tmp_path):
     assert any(n.endswith("again/oracle") for n in names)
 
 
+def test_runs_of_other_adapter_weights_under_one_folder_are_other_rows(tmp_path):
+    """Two training seeds' adapters carry the same names, so the same fingerprint: their runs
+    are told apart by the adapters' weights, and named after their own folders."""
+    root = tmp_path / "results"
+    for seed in (0, 1):
+        adapter = tmp_path / f"adapter-s{seed}"
+        adapter.mkdir()
+        (adapter / "adapter_model.safetensors").write_bytes(f"seed {seed}".encode())
+        backend = ScriptedBackend(lambda request: "4", details={
+            "adapter": "policy", "adapters": {"policy": str(adapter)}})
+        for env_id in ENVS:  # each run spans two folders, one an env (as reproduce writes)
+            evaluate(RunConfig("direct", envs=[env_id], limit=1, progress=False,
+                               out=root / f"direct-s{seed}" / env_id,
+                               backends={"policy": backend}))
+    board = load_board([root])
+    assert sorted(e.name for e in board.entries) == ["direct-s0", "direct-s1"]
+    assert all(e.covered == 2 and e.episodes == 2 for e in board.entries)
+
+
 def test_markdown_and_csv_tables(runs):
     board = load_board([runs / "oracle", runs / "direct"])
     md = render_markdown(board)

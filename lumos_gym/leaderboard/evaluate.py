@@ -43,7 +43,12 @@ from lumos_gym.leaderboard.output import (
     check_resumable,
 )
 from lumos_gym.leaderboard.plan import EpisodePlan, parse_shard, plan_episodes
-from lumos_gym.leaderboard.provenance import fingerprint, model_args, provenance
+from lumos_gym.leaderboard.provenance import (
+    adapter_weights,
+    fingerprint,
+    model_args,
+    provenance,
+)
 from lumos_gym.leaderboard.results import (  # noqa: F401  (mean_se: workflows.reproduce's)
     episode_key,
     episodes_path,
@@ -320,7 +325,8 @@ def _start_run(
     ``sessions`` (start, commit, version, command line), so the file still says which code
     wrote the episodes that were there.
     """
-    check_resumable(out_dir, executor.fingerprint, plan.shard)
+    check_resumable(out_dir, executor.fingerprint, plan.shard,
+                    adapter_weights(executor.provenance))
     run = {**dict(extra or {}), **executor.provenance}
     earlier = _earlier_sessions(out_dir)
     if earlier:

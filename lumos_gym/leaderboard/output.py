@@ -20,7 +20,7 @@ from lumos_gym import __version__
 from lumos_gym.agents.base import Agent
 from lumos_gym.errors import EvaluationError
 from lumos_gym.jsonl import append_jsonl, atomic_writer, drop_partial_line
-from lumos_gym.leaderboard.provenance import portable_paths
+from lumos_gym.leaderboard.provenance import adapter_weights, portable_paths
 from lumos_gym.leaderboard.results import ResultsError, differences, read_episodes
 
 
@@ -128,9 +128,14 @@ def check_existing(
 
 
 def check_resumable(
-    out_dir: Path, expected: Mapping[str, Any], shard: tuple[int, int] | None = None
+    out_dir: Path, expected: Mapping[str, Any], shard: tuple[int, int] | None = None,
+    adapters: Mapping[str, Any] | None = None,
 ) -> None:
     """Refuse to append to results made with another agent, model configuration or shard.
+
+    ``adapters`` (:func:`~lumos_gym.leaderboard.provenance.adapter_weights` of this run) is
+    compared with the recorded run's where both name adapter weights: a retrained adapter under
+    the same name is another configuration.
 
     Results of another lumos-gym version are resumed with a warning (the episodes already
     there were scored by that version).
@@ -145,6 +150,10 @@ def check_resumable(
         recorded_run, recorded = {}, None
     if recorded is not None and recorded != expected:
         raise EvaluationError(_other_configuration(out_dir, recorded, expected))
+    before = adapter_weights(recorded_run) if isinstance(recorded_run, Mapping) else {}
+    if adapters and before and before != dict(adapters):
+        raise EvaluationError(_other_configuration(
+            out_dir, {"adapter weights": before}, {"adapter weights": dict(adapters)}))
     plan = recorded_run.get("plan") or {}
     before = tuple(plan["shard"]) if plan.get("shard") else None
     if "plan" in recorded_run and before != shard:

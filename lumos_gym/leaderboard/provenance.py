@@ -116,6 +116,20 @@ def fingerprint(agent: Agent, backends: Mapping[str, Backend]) -> dict[str, Any]
     )
 
 
+def adapter_weights(run: Mapping[str, Any]) -> dict[str, list[str]]:
+    """Role → the SHA-256s of the adapter weights its backend loaded, from ``run["adapters"]``.
+
+    The folders are left out: the same weights moved elsewhere are the same configuration, and
+    other weights under the same adapter name (a retrained adapter, another training seed) are
+    another one. The fingerprint names adapters, not their weights, so this goes beside it.
+    """
+    out: dict[str, list[str]] = {}
+    for role, folders in sorted(dict(run.get("adapters") or {}).items()):
+        if isinstance(folders, Mapping) and folders:
+            out[str(role)] = sorted(str(sha) for sha in folders.values())
+    return out
+
+
 def _file_digest(path: Path) -> str | None:
     try:
         return file_sha256(path) if path.is_file() else None

@@ -60,6 +60,7 @@ from lumos_gym.leaderboard.cards import cards_markdown, seeds_markdown
 from lumos_gym.leaderboard.claims import claims_markdown, trained_families
 from lumos_gym.leaderboard.folders import follow_latest, is_latest_link
 from lumos_gym.leaderboard.plan import plan_env, spec_key
+from lumos_gym.leaderboard.provenance import adapter_weights
 from lumos_gym.leaderboard.results import (
     SCORE_RULE,
     SUMMARY_FORMAT,
@@ -133,8 +134,13 @@ class ResultsDir:
     problems: list[str] = field(default_factory=list)
 
     def group_key(self) -> str:
-        """Return what identifies the run: the configuration fingerprint (else the agent)."""
-        identity = self.run.get("fingerprint") or {"agent": self.run.get("agent")}
+        """Return what identifies the run: its configuration and its adapters' weights.
+
+        The configuration is the fingerprint (else the agent); the weights tell apart runs of
+        adapters trained with other seeds or data under the same names.
+        """
+        config = self.run.get("fingerprint") or {"agent": self.run.get("agent")}
+        identity = {"fingerprint": config, "adapter weights": adapter_weights(self.run)}
         return json.dumps(identity, sort_keys=True, default=str)
 
 
