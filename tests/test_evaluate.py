@@ -288,3 +288,22 @@ def test_resume_refuses_other_adapter_weights_under_the_same_name(tmp_path):
     again = evaluate(RunConfig("direct", envs=["GSM8K-v0"], limit=2, out=out, resume=True,
                                backends={"policy": moved}, progress=False))
     assert again.resumed == 1  # the same weights in another folder: the same configuration
+
+
+def test_resume_refuses_an_env_whose_tasks_changed_under_the_same_arguments(tmp_path):
+    data = tmp_path / "gsm8k.jsonl"
+    record = {"question": "Ann has 2 pens and buys 2. How many?", "answer": "2+2 = 4\n#### 4"}
+    data.write_text(json.dumps(record) + "\n" + json.dumps(record) + "\n")
+    backend = ScriptedBackend(lambda request: "4")
+
+    def run(resume):
+        return evaluate(RunConfig("direct", envs=["GSM8K-v0"], limit=2, out=tmp_path / "run",
+                                  env_kwargs={"source": str(data)}, resume=resume,
+                                  backends={"policy": backend}, progress=False))
+
+    run(False)
+    assert run(True).resumed == 2  # the same file: resumed
+    record["question"] = "Bob has 3 pens and buys 1. How many?"  # another task, the same id
+    data.write_text(json.dumps(record) + "\n" + json.dumps(record) + "\n")
+    with pytest.raises(EvaluationError, match="other tasks of lumos/GSM8K-v0"):
+        run(True)

@@ -325,8 +325,9 @@ def _start_run(
     ``sessions`` (start, commit, version, command line), so the file still says which code
     wrote the episodes that were there.
     """
+    envs = [p.provenance for p in plan.envs]
     check_resumable(out_dir, executor.fingerprint, plan.shard,
-                    adapter_weights(executor.provenance))
+                    adapter_weights(executor.provenance), envs)
     run = {**dict(extra or {}), **executor.provenance}
     earlier = _earlier_sessions(out_dir)
     if earlier:
@@ -334,7 +335,7 @@ def _start_run(
     run["suite"] = (
         {"name": chosen.name, "file": chosen.path, "sha256": chosen.sha256} if chosen else None
     )
-    run["envs"] = [p.provenance for p in plan.envs]
+    run["envs"] = envs
     run["plan"] = plan.describe()
     run["fingerprint"] = executor.fingerprint
     out_dir.mkdir(parents=True, exist_ok=True)

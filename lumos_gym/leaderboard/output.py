@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -129,13 +129,15 @@ def check_existing(
 
 def check_resumable(
     out_dir: Path, expected: Mapping[str, Any], shard: tuple[int, int] | None = None,
-    adapters: Mapping[str, Any] | None = None,
+    adapters: Mapping[str, Any] | None = None, envs: Sequence[Mapping[str, Any]] = (),
 ) -> None:
     """Refuse to append to results made with another agent, model configuration or shard.
 
     ``adapters`` (:func:`~lumos_gym.leaderboard.provenance.adapter_weights` of this run) is
     compared with the recorded run's where both name adapter weights: a retrained adapter under
-    the same name is another configuration.
+    the same name is another configuration. ``envs`` (this run's env provenance) is compared
+    env by env with the recorded one: an env with the same arguments whose tasks' checksum
+    differs (another data file, a changed generator) holds other tasks under the same ids.
 
     Results of another lumos-gym version are resumed with a warning (the episodes already
     there were scored by that version).
@@ -150,10 +152,18 @@ def check_resumable(
         recorded_run, recorded = {}, None
     if recorded is not None and recorded != expected:
         raise EvaluationError(_other_configuration(out_dir, recorded, expected))
-    before = adapter_weights(recorded_run) if isinstance(recorded_run, Mapping) else {}
+    if not isinstance(recorded_run, Mapping):
+        recorded_run = {}
+    before = adapter_weights(recorded_run)
     if adapters and before and before != dict(adapters):
         raise EvaluationError(_other_configuration(
             out_dir, {"adapter weights": before}, {"adapter weights": dict(adapters)}))
+    changed = _changed_tasks(recorded_run.get("envs"), envs)
+    if changed:
+        raise EvaluationError(
+            f"{out_dir} holds episodes of other tasks of {', '.join(changed)} (the same env "
+            "arguments, another checksum of its tasks: another data file or generator); pass "
+            "another --out, or delete the folder to start again")
     plan = recorded_run.get("plan") or {}
     before = tuple(plan["shard"]) if plan.get("shard") else None
     if "plan" in recorded_run and before != shard:
@@ -163,6 +173,27 @@ def check_resumable(
     if version and version != __version__:
         print(f"warning: {out_dir} was started by lumos-gym {version}, this is {__version__}",
               file=sys.stderr)
+
+
+def _tasks_by_env(envs: Any) -> dict[str, tuple[str, str]]:
+    """(env id and arguments) → (env id, its tasks' checksum), from run.json's ``envs``."""
+    out: dict[str, tuple[str, str]] = {}
+    for env in envs if isinstance(envs, list) else ():
+        if not isinstance(env, Mapping):
+            continue
+        data = env.get("data")
+        checksum = data.get("tasks_sha256") if isinstance(data, Mapping) else None
+        if checksum:
+            key = json.dumps([env.get("env_id"), env.get("kwargs")], sort_keys=True, default=str)
+            out[key] = (str(env.get("env_id")), str(checksum))
+    return out
+
+
+def _changed_tasks(recorded: Any, now: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The envs whose tasks' checksum differs between a recorded run and this one."""
+    before, after = _tasks_by_env(recorded), _tasks_by_env(list(now))
+    return sorted({after[k][0] for k in before.keys() & after.keys()
+                   if before[k][1] != after[k][1]})
 
 
 def _other_configuration(out_dir: Path, recorded: Any, now: Any) -> str:
