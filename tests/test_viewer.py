@@ -164,6 +164,12 @@ def test_two_runs_list_the_flipped_tasks_and_pair_each_episode(runs, tmp_path):
     index = (site / "index.html").read_text()
     assert "A: a vs B: b" in index and 'href="diff.html"' in index
     assert 'href="diff/GSM8K-v0.html"' in index and 'href="a/SVAMP-v0.html"' in index
+    # the planners differ from the first call: one call compared an episode, none the same
+    same = index.split("<h2>The same outputs</h2>", 1)[1]
+    episodes = len(a)
+    assert (f'<td>all</td><td class="num" data-value="{episodes}">{episodes}</td>'
+            f'<td>0/{episodes}</td><td class="num" data-value="{episodes}">{episodes}</td>'
+            f'<td>0/{episodes} (0.0%)</td>') in same
     for page in written:  # nothing to fetch from a network
         assert not re.search(r'(src|href)="(https?:)?//', page.read_text())
 

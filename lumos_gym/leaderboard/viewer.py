@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from lumos_gym.leaderboard.agreement import AGREEMENT_NOTE, agreement, agreement_rows
 from lumos_gym.leaderboard.render import (
     _BOARD_JS,
     _PAGE_JS,
@@ -572,6 +573,15 @@ def _run_note(run: ViewedRun) -> str:
             f"{_e(folders)}</p>")
 
 
+def _agreement_html(pairing: Pairing) -> str:
+    """The table of episodes and module outputs the two runs wrote alike."""
+    headers, rows = agreement_rows(agreement(pairing), short_env)
+    cells = ["<tr>" + "".join(_num_cell(c) if isinstance(c, int) else f"<td>{_e(c)}</td>"
+                              for c in row) + "</tr>" for row in rows]
+    return ("<h2>The same outputs</h2>" f'<p class="note">{_e(AGREEMENT_NOTE)}</p>'
+            + _table("same", _heads(headers, numeric=("paired", "calls compared")), cells))
+
+
 def render_index(
     runs: Sequence[ViewedRun], pairing: Pairing | None, out: Path
 ) -> str:
@@ -588,6 +598,7 @@ def render_index(
             'more. <a href="diff.html">Every flipped task</a>.</p>',
             _table("pairs", heads, _pair_rows((runs[0], runs[1]), pairing, out)),
             _unpaired_html(pairing),
+            _agreement_html(pairing),
         ]
     heads = _heads(["env", "episodes", "solved", "failed", "primary metric [95% interval]",
                     "mean turns", "mean tokens"],
