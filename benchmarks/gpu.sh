@@ -25,7 +25,6 @@ stage=${1:-all}
 cpu=${2:-}
 out=${OUT:-gpu-results}
 python=${PYTHON:-python}
-mkdir -p "$out"
 here=$(cd "$(dirname "$0")" && pwd)
 episodes=(--env lumos/MathWord-v0
           --env-kwargs '{"split": "test", "levels": [1, 2, 3, 4, 5], "num_tasks": 40}'
@@ -55,6 +54,7 @@ case $stage in
         echo "unknown stage $stage: vllm, demo, hf, mixed or all" >&2
         exit 2 ;;
 esac
+mkdir -p "$out"
 { nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader \
     || echo "nvidia-smi failed: is there a CUDA GPU?"; } | tee "$out/gpu.txt"
 case $stage in

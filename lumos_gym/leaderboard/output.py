@@ -154,10 +154,10 @@ def check_resumable(
         raise EvaluationError(_other_configuration(out_dir, recorded, expected))
     if not isinstance(recorded_run, Mapping):
         recorded_run = {}
-    before = adapter_weights(recorded_run)
-    if adapters and before and before != dict(adapters):
+    weights = adapter_weights(recorded_run)
+    if adapters and weights and weights != dict(adapters):
         raise EvaluationError(_other_configuration(
-            out_dir, {"adapter weights": before}, {"adapter weights": dict(adapters)}))
+            out_dir, {"adapter weights": weights}, {"adapter weights": dict(adapters)}))
     changed = _changed_tasks(recorded_run.get("envs"), envs)
     if changed:
         raise EvaluationError(
