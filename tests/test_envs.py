@@ -194,13 +194,15 @@ def _accept_quietly(server):
 
 
 @pytest.mark.full
-def test_ten_thousand_random_strings_raise_nothing():
+def test_three_thousand_random_strings_raise_nothing():
+    """Random and half-formed actions are observations, never exceptions (``make fuzz`` goes
+    further: coverage-guided, for minutes)."""
     env = make()
     env.reset(seed=0)
     rng = random.Random(0)
     charset = sorted(set("R1234567890 =,()[];:.+-*/^%$<>!'\"\\_abcxyzCalculatorAnswerOutput"))
     names = ["Calculator", "SolveEquation", "Define", "Count", "SetEquation", "Answer", "Foo"]
-    for i in range(10_000):
+    for i in range(3_000):
         kind = i % 3
         if kind == 0:
             text = env.action_space.sample()[: rng.randint(0, 60)]
