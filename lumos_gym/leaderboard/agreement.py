@@ -21,7 +21,7 @@ module calls: they are compared as turns and not counted.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -150,9 +150,12 @@ def share_text(same: int, calls: int) -> str:
 
 
 def agreement_rows(
-    by_env: Mapping[str, Agreement], short: Any = str
+    by_env: Mapping[str, Agreement], short: Callable[[str], str] = str
 ) -> tuple[list[str], list[Sequence[Any]]]:
-    """Return the headers and rows of an agreement table: each env, then all of them."""
+    """Return the headers and rows of an agreement table: each env, then all of them.
+
+    Envs are named by ``short``; each role gets a column of its own.
+    """
     roles = sorted({role for found in by_env.values() for role in found.calls})
     headers = ["env", "paired", "same episodes", "calls compared", "same outputs",
                *(f"{role} same" for role in roles)]
