@@ -415,6 +415,14 @@ def test_merge_refuses_what_does_not_fit(tmp_path, half_right):
                        backends={"policy": ScriptedBackend(half_right)}))
     with pytest.raises(ResultsError, match="different configurations"):
         merge_results([tmp_path / "s1", tmp_path / "cot"], tmp_path / "m3")
+    # the two shards run with other weights under the same adapter name: two runs
+    for i, sha in ((1, "0"), (2, "1")):
+        shutil.copytree(tmp_path / f"s{i}", tmp_path / f"w{i}")
+        run = json.loads((tmp_path / f"w{i}" / "run.json").read_text())
+        run["adapters"] = {"policy": {"<adapters>/policy": sha * 64}}
+        (tmp_path / f"w{i}" / "run.json").write_text(json.dumps(run))
+    with pytest.raises(ResultsError, match="different adapter weights"):
+        merge_results([tmp_path / "w1", tmp_path / "w2"], tmp_path / "m5")
     _run(tmp_path / "other-limit", half_right, limit=4, shard="2/2")
     with pytest.raises(ResultsError, match="different episode plans"):
         merge_results([tmp_path / "s1", tmp_path / "other-limit"], tmp_path / "m4")

@@ -49,6 +49,7 @@ from lumos_gym.envs import ENVS
 from lumos_gym.envs.registration import fill_from_families
 from lumos_gym.errors import LumosGymError
 from lumos_gym.jsonl import write_json_atomic
+from lumos_gym.leaderboard.provenance import adapter_weights
 from lumos_gym.text import table
 
 #: Resamples of each bootstrap interval.
@@ -617,6 +618,7 @@ def _check_one_run(folders: Sequence[ResultsFolder]) -> list[str]:
     """Refuse folders of different runs; return a warning when another lumos-gym made them."""
     warnings = []
     _check_same(folders, "configurations", lambda f: f.run.get("fingerprint"))
+    _check_same(folders, "adapter weights", lambda f: adapter_weights(f.run))
     _check_same(folders, "lumos-gym versions", lambda f: f.run.get("lumos_gym"))
     version = folders[0].run.get("lumos_gym")
     if version != __version__:
