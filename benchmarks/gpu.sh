@@ -42,9 +42,10 @@ rollout() {  # rollout NAME ENGINE BATCH...: one process, its table in $out/NAME
 
 demo() {  # demo NAME DTYPE: the offline suite on vLLM, then compared with the shipped hf run
     local name=$1 dtype=$2
-    lumos-gym evaluate --agent lumos-i --backend vllm --dtype "$dtype" --out "$out/$name" \
-        --resume --no-progress | tail -n 3
-    lumos-gym leaderboard --compare "$out/$name" "$here/../leaderboards/offline/lumos-i" \
+    local shipped="$here/../leaderboards/offline/lumos-i"
+    "$python" -m lumos_gym.cli evaluate --agent lumos-i --backend vllm --dtype "$dtype" \
+        --out "$out/$name" --resume --no-progress | tail -n 3
+    "$python" -m lumos_gym.cli leaderboard --compare "$out/$name" "$shipped" \
         | tee "$out/$name.md" | sed -n '/^| suite score/p;/^## The same outputs/,$p'
 }
 
