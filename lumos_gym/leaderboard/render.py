@@ -3,14 +3,14 @@
 A *results folder* is what ``lumos-gym evaluate`` writes (``episodes.jsonl``, ``summary.json``,
 ``run.json``). The command takes results folders, or folders of them (``reproduce`` writes one
 folder per env under each agent: ``results/<agent>/<Env>/``), and groups them into *runs*: the
-folders whose ``run.json`` holds the same configuration fingerprint (agent and models) are one
-run, named after the folder they share. Each run is a row; each env a column holding the env's
-primary metric, ``mean [low, high]`` with the 95% bootstrap interval of ``summary.json``
-(recomputed from ``episodes.jsonl`` with :func:`lumos_gym.leaderboard.results.summarize` when
-the summary lacks it: older summaries, several folders of one run, a corrupt summary). Runs are
-ranked by their suite score (:mod:`lumos_gym.leaderboard.results`); a run that covers fewer of
-the table's envs ranks
-after the runs that cover more, as its score is a mean over other envs.
+folders whose ``run.json`` holds the same configuration fingerprint (agent and models) and the
+same adapter weights are one run, named after the folder they share. Each run is a row; each env
+a column holding the env's primary metric, ``mean [low, high]`` with the 95% bootstrap interval
+of ``summary.json`` (recomputed from ``episodes.jsonl`` with
+:func:`lumos_gym.leaderboard.results.summarize` when the summary lacks it: older summaries,
+several folders of one run, a corrupt summary). Runs are ranked by their suite score
+(:mod:`lumos_gym.leaderboard.results`); a run that covers fewer of the table's envs ranks after
+the runs that cover more, as its score is a mean over other envs.
 
 The Lumos paper's reported numbers (``leaderboard/reported.json``, transcribed from the paper's
 tables) come in a block of their own, marked reported and never ranked: they were measured on
