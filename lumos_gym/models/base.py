@@ -245,13 +245,17 @@ class QueuedSession(GenerationSession):
         queued, self._queue = self._queue, []
         if not queued:
             return []
-        completions = self.backend.generate([request for _, request in queued])
+        completions = self._complete(queued)
         if len(completions) != len(queued):
             raise RuntimeError(
                 f"backend {self.backend.name!r} returned {len(completions)} completions for "
                 f"{len(queued)} requests"
             )
         return [(key, completion) for (key, _), completion in zip(queued, completions, strict=True)]
+
+    def _complete(self, queued: Sequence[tuple[int, GenerationRequest]]) -> list[Completion]:
+        """The one backend call that answers a collect's requests."""
+        return self.backend.generate([request for _, request in queued])
 
     @property
     def in_flight(self) -> int:
@@ -281,21 +285,11 @@ class MixedQueuedSession(QueuedSession):
         self._views[key] = view
         return key
 
-    def collect(self, wait: bool = True) -> list[tuple[int, Completion]]:
-        """Send every queued request as one ``generate_mixed`` call; return their completions."""
-        queued, self._queue = self._queue, []
-        if not queued:
-            return []
-        views = [self._views.pop(key, self.backend) for key, _ in queued]
-        completions = self.backend.generate_mixed(
-            [(view, request) for view, (_, request) in zip(views, queued, strict=True)]
+    def _complete(self, queued: Sequence[tuple[int, GenerationRequest]]) -> list[Completion]:
+        """One ``generate_mixed`` call, each request with the view that asked."""
+        return self.backend.generate_mixed(
+            [(self._views.pop(key, self.backend), request) for key, request in queued]
         )
-        if len(completions) != len(queued):
-            raise RuntimeError(
-                f"backend {self.backend.name!r} returned {len(completions)} completions for "
-                f"{len(queued)} requests"
-            )
-        return [(key, completion) for (key, _), completion in zip(queued, completions, strict=True)]
 
     def close(self) -> None:
         """Forget the queued requests."""

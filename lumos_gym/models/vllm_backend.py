@@ -371,14 +371,17 @@ def _stop_ids(model: str, adapters: Any, tokenizer: Any) -> frozenset[int]:
     return frozenset(ids)
 
 
+def _model_config(llm: Any) -> Any:
+    """The engine's model config (None where this vLLM keeps it elsewhere)."""
+    return getattr(getattr(llm, "llm_engine", None), "model_config", None)
+
+
 def _engine_max_len(llm: Any) -> int:
     """The engine's ``max_model_len``, read from its model config."""
-    config = getattr(getattr(llm, "llm_engine", None), "model_config", None)
-    return int(getattr(config, "max_model_len", 0) or 2**31 - 1)
+    return int(getattr(_model_config(llm), "max_model_len", 0) or 2**31 - 1)
 
 
 def _engine_dtype(llm: Any, asked: str) -> str:
     """The dtype the engine runs in (``"auto"`` resolved from its model config), else ``asked``."""
-    config = getattr(getattr(llm, "llm_engine", None), "model_config", None)
-    dtype = getattr(config, "dtype", None)
+    dtype = getattr(_model_config(llm), "dtype", None)
     return str(dtype).removeprefix("torch.") if dtype is not None else asked
