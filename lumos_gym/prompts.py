@@ -3,8 +3,7 @@ r"""Prompt texts of the agents: Lumos' byte-exact module prompts and the baselin
 The Lumos strings below are an interface, not prose: the released ``ai2lumos/*`` checkpoints
 were trained on exactly these bytes (typos, missing spaces and the duplicated ``Calculator``
 of the complex-QA instruction included), so they are reproduced verbatim from the original
-data-processing and evaluation code (see ``LUMOS_FORMAT.md`` §1.3-1.7 in the project's shared
-docs). Do not "fix" them.
+data-processing and evaluation code (see ``docs/lumos-format.md`` §1.3-1.7). Do not "fix" them.
 
 A conversation is a list of ``{"role": "user" | "assistant", "content": ...}`` messages, as in
 the original training records. Two renderings turn it into text:
@@ -266,7 +265,7 @@ def training_segments(
 ) -> list[tuple[str, bool]]:
     r"""Split a conversation's open-instruct serialization into (text, trained) pieces.
 
-    open-instruct's ``encode_with_messages_format`` (LUMOS_FORMAT.md §1.1) writes
+    open-instruct's ``encode_with_messages_format`` (docs/lumos-format.md §1.1) writes
     ``<|system|>\n{c}\n``, ``<|user|>\n{c}\n`` and ``<|assistant|>\n{c}{eos}\n`` with each
     content stripped, strips the whole string, and computes the loss on the assistant text,
     its ``eos`` and the newline after it only (the ``<|assistant|>\n`` header is masked with
@@ -302,7 +301,7 @@ def render_training(messages: Sequence[Mapping[str, str]], eos: str = "</s>") ->
 
 # --------------------------------------------------------------------------- baselines
 # lumos-gym's own formats for the baselines the original left without code (integrated,
-# ReAct) or defined only as training data (CoT, direct; LUMOS_FORMAT.md §1.6).
+# ReAct) or defined only as training data (CoT, direct; docs/lumos-format.md §1.6).
 
 INTEGRATED_FIRST_TURN = (
     "Please provide a reasonable subgoal-based plan to solve the given task, and ground each "

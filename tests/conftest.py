@@ -350,3 +350,18 @@ def pytest_sessionfinish(session, exitstatus):
     if left:
         print("\nleft behind after the tests:\n  " + "\n  ".join(left))
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+@pytest.fixture
+def no_leftover_sandboxes(tmp_path, monkeypatch):
+    """Give the sandboxes a temp folder of their own; fail when one is left behind."""
+    import tempfile
+
+    from lumos_gym.tools.sandbox import TEMP_PREFIX
+
+    root = tmp_path / "sandboxes"
+    root.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(root))
+    yield
+    left = [p.name for p in root.iterdir() if p.name.startswith(TEMP_PREFIX)]
+    assert not left, f"sandbox directories left behind: {left}"

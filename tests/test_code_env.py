@@ -11,7 +11,6 @@ import ast
 import gzip
 import json
 import re
-import tempfile
 import warnings
 from pathlib import Path
 
@@ -44,7 +43,7 @@ from lumos_gym.tools.program import (
     one_line,
     submitted_program,
 )
-from lumos_gym.tools.sandbox import TEMP_PREFIX, isolation
+from lumos_gym.tools.sandbox import isolation
 
 DATA = Path(__file__).resolve().parents[1] / "lumos_gym" / "envs" / "data" / "code"
 HAS_NETNS = isolation(False).network
@@ -63,13 +62,8 @@ def he_env():
 
 
 @pytest.fixture(autouse=True)
-def no_leftover_sandboxes(tmp_path, monkeypatch):
-    root = tmp_path / "sandboxes"
-    root.mkdir()
-    monkeypatch.setattr(tempfile, "tempdir", str(root))
-    yield
-    left = [p.name for p in root.iterdir() if p.name.startswith(TEMP_PREFIX)]
-    assert not left, f"sandbox directories left behind: {left}"
+def _sandboxes_cleaned(no_leftover_sandboxes):
+    """Every test here checks that the sandbox left no directory behind (conftest.py)."""
 
 
 def first(tasks: list[Task], task_id: str) -> Task:

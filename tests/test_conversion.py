@@ -31,7 +31,7 @@ from lumos_gym.conversion import (
 )
 from lumos_gym.conversion.exports import ground_iterative, ground_onetime, plan_iterative
 
-# The Genghis Khan annotation of LUMOS_FORMAT.md §1.2; the reference elides subgoal 2 after its
+# The Genghis Khan annotation of docs/lumos-format.md §1.2; the reference elides subgoal 2 after its
 # first action, so its last two actions here are written the same way as subgoal 1's.
 PLAN = (
     "Subgoal 1: Obtain the number of the kids that Julius Caesar had.\n"
@@ -97,7 +97,7 @@ def test_ground_exports_equal_the_transcripts():
     assert assistant["content"] == ONETIME_ACTIONS
 
 
-@pytest.mark.skipif(not SHARED.exists(), reason="the shared docs are not beside this checkout")
+@pytest.mark.skipif(not SHARED.exists(), reason="docs/lumos-format.md is not in this checkout")
 def test_reference_copies():
     blocks = _blocks(SHARED.read_text(encoding="utf-8"))
     assert ONETIME_ACTIONS + "\n" in blocks

@@ -154,7 +154,7 @@ def test_markdown_and_csv_tables(runs):
 
 def test_reported_numbers_are_data_with_a_source():
     reported = reported_numbers()
-    assert "LUMOS_FORMAT" in reported.source and reported.scale == 100
+    assert "docs/lumos-format.md" in reported.source and reported.scale == 100
     names = {d["name"] for d in reported.datasets}
     for row in reported.rows:
         assert set(row["values"]) <= names, row["agent"]

@@ -709,7 +709,8 @@ def test_normalize_number(text, expected):
         ("$18", "18", True),
         ("1,000", "1000", True),
         ("0.5", "1/2", True),
-        ("18.000000001", "18", True),
+        # exact values since issue 34: the old 1e-6 tolerance accepted 18.000000001 for 18
+        ("18.000000001", "18", False),
         ("18.1", "18", False),
         ("-5", "5", False),
         (None, "5", False),
@@ -755,7 +756,11 @@ def test_a_huge_numeric_answer_is_wrong_not_an_overflow():
     """A model may write a 900-digit number: it is compared exactly, never through float."""
     assert not answers_match("9" * 900, "12")
     assert answers_match("9" * 900, "9" * 900)
-    assert answers_match("12.0000001", "12") and not answers_match("12.01", "12")
+    # scoring is exact since issue 34; the conversion rules' tolerance is an explicit rel_tol
+    assert not answers_match("12.0000001", "12") and not answers_match("12.01", "12")
+    assert answers_match("12.0000001", "12", rel_tol=1e-6)
+    assert not answers_match("12.01", "12", rel_tol=1e-6)
+    assert not answers_match("9" * 900, "12", rel_tol=1e-6)
 
 
 def test_a_number_too_long_to_read_exactly_is_text():

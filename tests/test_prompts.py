@@ -1,7 +1,7 @@
-"""The Lumos prompts, byte for byte against the transcripts of LUMOS_FORMAT.md (§1.3-1.7).
+"""The Lumos prompts, byte for byte against the transcripts of docs/lumos-format.md (§1.3-1.7).
 
-The transcripts are copied here so that the tests run from a fresh clone; where the shared
-docs sit beside the checkout, the last tests also check that the copies match them.
+The transcripts are copied here; the last tests also check that the copies match the ones that
+docs/lumos-format.md quotes.
 """
 
 from __future__ import annotations
@@ -284,8 +284,8 @@ def test_integrated_split_and_react_action():
     assert prompts.react_action("Thought: nothing") is None
 
 
-# --------------------------------------------------------- the shared reference, when present
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "LUMOS_FORMAT.md"
+# ------------------------------------------------------- the reference doc, docs/lumos-format.md
+SHARED = Path(__file__).resolve().parents[1] / "docs" / "lumos-format.md"
 
 
 def _blocks(text):
@@ -303,7 +303,7 @@ def _blocks(text):
     return blocks
 
 
-@pytest.mark.skipif(not SHARED.exists(), reason="the shared docs are not beside this checkout")
+@pytest.mark.skipif(not SHARED.exists(), reason="docs/lumos-format.md is not in this checkout")
 def test_transcripts_are_the_reference_copies():
     blocks = _blocks(SHARED.read_text(encoding="utf-8"))
     assert PLAN_ITERATIVE + "\n" in blocks
@@ -312,7 +312,7 @@ def test_transcripts_are_the_reference_copies():
     assert expected_ground in blocks
 
 
-@pytest.mark.skipif(not SHARED.exists(), reason="the shared docs are not beside this checkout")
+@pytest.mark.skipif(not SHARED.exists(), reason="docs/lumos-format.md is not in this checkout")
 def test_instructions_are_the_reference_copies():
     blocks = _blocks(SHARED.read_text(encoding="utf-8"))
     for domain in ("maths", "complex_qa", "web_agent"):

@@ -153,7 +153,10 @@ def test_f1_by_hand():
     assert f1("The quick brown fox", "quick red fox jumps") == pytest.approx(4 / 7)
     assert f1("fox", ["dog", "a fox"]) == 1.0  # the best gold answer counts
     assert f1("cat", "dog") == 0.0
-    assert f1("", "") == 1.0
+    # hotpot_evaluate_v1's f1_score: no common token scores 0, two empty answers too (issue 34;
+    # this was 1.0, SQuAD's rule, which MuSiQue's F1 keeps)
+    assert f1("", "") == 0.0
+    assert f1("", "", variant="squad") == 1.0
     assert f1("", "dog") == 0.0
 
 

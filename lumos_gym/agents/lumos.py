@@ -10,7 +10,7 @@ restates the subgoal (``We have already ...``), as Lumos did.
 
 ``lumos-o`` (Lumos-O, onetime) plans every subgoal at once, grounds them all at once and
 executes the actions in one step. Both follow the original evaluation loop
-(``LUMOS_FORMAT.md`` §1.5): module prompts byte-exact (:mod:`lumos_gym.prompts`), greedy
+(``docs/lumos-format.md`` §1.5): module prompts byte-exact (:mod:`lumos_gym.prompts`), greedy
 decoding, the first newline ends a module answer, an execution error ends planning, and the
 final answer is the value of ``Output`` or of the highest-numbered ``R<n>``.
 """
@@ -127,7 +127,7 @@ def executed_result(action_text: str, outcome: StepOutcome) -> str:
 def restates_subgoal(task_type: str, domain: str | None) -> bool:
     """Return True when the planner feedback restates the subgoal (Mind2Web's ``web_agent``).
 
-    Web envs other than WebShop do, as Lumos' web_agent data did (LUMOS_FORMAT.md §1.3); the
+    Web envs other than WebShop do, as Lumos' web_agent data did (docs/lumos-format.md §1.3); the
     export makes the same choice (:func:`lumos_gym.conversion.exports.quotes_results`).
     """
     return task_type == "web" and domain != "webshop"
@@ -242,7 +242,7 @@ class LumosIterativeAgent(LumosAgent):
     name = "lumos-i"
 
     def episode(self, observation: str, info: Mapping[str, Any]) -> EpisodeLogic:
-        """Run the plan → ground → execute loop of LUMOS_FORMAT.md §1.5."""
+        """Run the plan → ground → execute loop of docs/lumos-format.md §1.5."""
         task_type = str(info.get("task_type", "math"))
         specs = tool_specs(info)
         domain = prompts.lumos_domain(s.name for s in specs)

@@ -4,7 +4,7 @@ Two forms, converted losslessly into each other:
 
 * :class:`Annotation`, a record with a JSON-lines form (:meth:`Annotation.to_dict`,
   :func:`read_annotations`, :func:`write_annotations`);
-* the original ``subgoal_plan`` text (LUMOS_FORMAT.md §1.2), blocks separated by a blank line,
+* the original ``subgoal_plan`` text (docs/lumos-format.md §1.2), blocks separated by a blank line,
   each a subgoal line and its action lines::
 
       Subgoal 1: Obtain the number of the kids that Julius Caesar had.

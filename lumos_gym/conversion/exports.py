@@ -2,7 +2,7 @@
 
 Each export turns an :class:`~lumos_gym.conversion.annotation.Annotation` into one training
 record ``{"dataset": domain, "id": f"{domain}_{i}", "messages": [...]}`` with the bytes the
-original data-processing code wrote (LUMOS_FORMAT.md §1.3, §1.4 and §1.7), so that models
+original data-processing code wrote (docs/lumos-format.md §1.3, §1.4 and §1.7), so that models
 trained on them read the prompts of :mod:`lumos_gym.prompts` exactly as the released
 ``ai2lumos/*`` checkpoints did:
 
@@ -66,7 +66,7 @@ Messages = list[dict[str, str]]
 #: of each subgoal's last action, one string per subgoal as
 #: :func:`lumos_gym.prompts.feedback_result` writes it (one line, at most 400 characters).
 #: Replay verification (:func:`lumos_gym.conversion.verify.verify_annotations`) records it; web
-#: and game actions keep no ``= result`` tail (LUMOS_FORMAT.md §1.2), so the grounder exports
+#: and game actions keep no ``= result`` tail (docs/lumos-format.md §1.2), so the grounder exports
 #: do not change.
 RESULTS_FIELD = "subgoal_results"
 
@@ -210,7 +210,7 @@ def ground_onetime(annotation: Annotation) -> Messages:
     """Return the Lumos-O grounder conversation.
 
     A final ``Output`` variable is kept as written: the original processing code renames it
-    to the next ``R<n>`` in the iterative records only (LUMOS_FORMAT.md §1.7).
+    to the next ``R<n>`` in the iterative records only (docs/lumos-format.md §1.7).
     """
     _check_actions(annotation)
     subgoals = "; ".join(s.line for s in annotation.subgoals)

@@ -1,7 +1,7 @@
 """Gold rationales into unified annotations, by a language model prompted with few-shot examples.
 
 The original Lumos asked GPT-4 to rewrite each dataset's reference solution as a
-``subgoal_plan`` (LUMOS_FORMAT.md §1.2). lumos-gym does the same with any backend and with
+``subgoal_plan`` (docs/lumos-format.md §1.2). lumos-gym does the same with any backend and with
 prompts and examples of its own:
 
 * :class:`RationaleItem` is one task with its reference solution ("rationale");

@@ -1,6 +1,6 @@
 """The rule-based converter of Mind2Web tasks: gold steps into a unified web annotation.
 
-Lumos converted Mind2Web with GPT-4 from ``'; '.join(action_reprs)`` (LUMOS_FORMAT.md §1.2);
+Lumos converted Mind2Web with GPT-4 from ``'; '.join(action_reprs)`` (docs/lumos-format.md §1.2);
 the steps already say what to do, so rules give the same shape offline: one subgoal per gold
 step, rendered like Lumos' ``translate_action`` (``Type ATLANTA in the combobox Departing
 from``, ``Click span Atlanta, GA (ATL)``...), each grounded as one web action chained through

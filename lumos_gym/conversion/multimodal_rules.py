@@ -13,7 +13,7 @@
 * ``aokvqa``: the record's rationales (:func:`~lumos_gym.envs.multimodal.data.aokvqa_plan`):
   ``VQA`` of the image for the evidence (the rationale that names the correct option), then
   ``QA`` choosing the option from it, as Lumos' A-OKVQA plans look at the image, then answer
-  with knowledge (LUMOS_FORMAT.md §2.5).
+  with knowledge (docs/lumos-format.md §2.5).
 * ``scienceqa``: the lecture and solution (:func:`~lumos_gym.envs.multimodal.data.
   scienceqa_plan`): recall the background (the lecture), find the facts (``VQA`` of the image or
   ``QA`` over the hint, the solution), choose the option.

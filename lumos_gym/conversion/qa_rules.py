@@ -1,7 +1,7 @@
 """Rule-based converters for complex QA: gold decompositions into unified annotations.
 
 The original Lumos asked GPT-4 to rewrite StrategyQA and MuSiQue decompositions into subgoals
-and ``KnowledgeQuery`` / ``ParagraphRetrieve`` / ``QA`` actions (LUMOS_FORMAT.md §1.2). The
+and ``KnowledgeQuery`` / ``ParagraphRetrieve`` / ``QA`` actions (docs/lumos-format.md §1.2). The
 datasets' own gold annotations allow the same plans to be written by rules, offline and
 deterministically; the plans are built by :data:`lumos_gym.envs.qa.data.GOLD_PLANS` (the same
 plans give the tasks' ``gold_actions``), and each converter here turns one into an

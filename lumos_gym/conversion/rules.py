@@ -1,6 +1,6 @@
 """Rule-based converters: a dataset's gold rationale into a unified :class:`Annotation`.
 
-The original Lumos asked GPT-4 to rewrite each rationale (LUMOS_FORMAT.md §1.2); for math
+The original Lumos asked GPT-4 to rewrite each rationale (docs/lumos-format.md §1.2); for math
 datasets whose rationales already hold every calculation, the same annotation can be written by
 rules, offline and deterministically:
 
@@ -72,6 +72,11 @@ __all__ = [
     "svamp_annotation",
     "unmarked_formulas",
 ]
+
+
+#: How far a computed value may be from the value a rationale or gold answer writes (relative):
+#: the tolerance of :func:`~lumos_gym.scoring.answers.answers_match` before scoring became exact.
+_REL_TOL = 1e-6
 
 
 class ConversionError(AnnotationError):
@@ -210,8 +215,8 @@ def _calculator_plan(
         plan.append((subgoal, actions))
     if not results:
         raise ConversionError(f"{where}: no calculation to convert")
-    if not answers_match(results[-1][1], answer):
-        earlier = [var for var, value in results if answers_match(value, answer)]
+    if not answers_match(results[-1][1], answer, rel_tol=_REL_TOL):
+        earlier = [var for var, value in results if answers_match(value, answer, rel_tol=_REL_TOL)]
         if earlier:
             var = earlier[-1]
             plan[-1][1].append(f"Output = {var} = {dict(results)[var]}")
@@ -664,7 +669,9 @@ def asdiv_calculations(formula: str, answer: str) -> list[tuple[str, str]] | Non
         if m := _REMAINDER_PART.match(part):
             dividend, divisor, quotient, remainder = m.groups()
             calcs.append((f"floor({dividend}/{divisor})", quotient))
-            if answers_match(remainder, answer) and not answers_match(quotient, answer):
+            if answers_match(remainder, answer, rel_tol=_REL_TOL) and not answers_match(
+                quotient, answer, rel_tol=_REL_TOL
+            ):
                 calcs.append((f"Mod({dividend}, {divisor})", remainder))
         elif m := _GCD_LCM_PART.match(part):
             name = "lcm" if m.group(1).upper() == "LCM" else "gcd"
@@ -758,7 +765,7 @@ def mathword_annotation(task: Task) -> Annotation:
             raise ConversionError(f"step {n} lacks its subgoal, action or value")
         plan.append((step["subgoal"], [f"{step['action']} = {step['value']}"]))
     last = str(steps[-1]["value"])
-    if not answers_match(last, task.answer):
+    if not answers_match(last, task.answer, rel_tol=_REL_TOL):
         raise ConversionError(f"the last step's value {last!r} is not the answer {task.answer!r}")
     return _annotation(
         task, "mathword", plan, task.answer, level=task.meta.get("level"),

@@ -198,7 +198,7 @@ def values_agree(computed: str, written: str) -> bool:
         computed: the value the tool produced.
         written: the tail written in the annotation.
     """
-    if answers_match(computed, written):
+    if answers_match(computed, written, rel_tol=1e-6):
         return True
     places = _decimals(written)
     exact, tail = to_fraction(computed), to_fraction(written)

@@ -2,7 +2,7 @@
 
 A WebShop task (:mod:`lumos_gym.envs.web.webshop`) carries its expert trajectory: one grounded step
 per subgoal (``Task.gold_actions``) and the subgoal texts (``meta["subgoals"]``), written as the
-Lumos WebShop shots write them (LUMOS_FORMAT.md §1.5)::
+Lumos WebShop shots write them (docs/lumos-format.md §1.5)::
 
     Subgoal 1: Search two relevant items and the product names according to the instruction.
     Action 1-1: R1 = Search(<instruction>)
@@ -17,7 +17,7 @@ Lumos WebShop shots write them (LUMOS_FORMAT.md §1.5)::
     Action 5-3: R10 = Click(black)
     Action 5-4: R11 = Click(buy now)
 
-Web actions have no ``= result`` tail (LUMOS_FORMAT.md §1.2). The answer is the product the
+Web actions have no ``= result`` tail (docs/lumos-format.md §1.2). The answer is the product the
 expert buys; the replay verifier requires the last subgoal to end the episode with reward 1.
 
 Replay verification (:func:`~lumos_gym.conversion.verify.verify_annotations`) also records
@@ -26,7 +26,7 @@ tools bind it, one line (:func:`~lumos_gym.agents.lumos.executed_result`), e.g. 
 ``b0abc12345 - <title> ** b0xyz67890 - <title>``, the retrieved features, the picked asin and
 ``1.0`` for the purchase. The ``plan-iterative`` export quotes them in the planner feedback
 (``The executed result for Subgoal 1 is b0abc12345 - ...``), as Lumos' WebShop evaluation fed
-its planner the search results (LUMOS_FORMAT.md §1.5), so the planner sees the asins the next
+its planner the search results (docs/lumos-format.md §1.5), so the planner sees the asins the next
 subgoals name.
 """
 

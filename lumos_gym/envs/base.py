@@ -144,6 +144,11 @@ class LumosEnv(gym.Env[str, str], ABC):
     default_tools: ClassVar[tuple[str, ...]] = ()
     #: The metric used as the terminal reward.
     primary_metric: ClassVar[str] = "accuracy"
+    #: The name of the scoring rule the env scores with by default (a
+    #: :class:`~lumos_gym.scoring.scorers.Scorer` name, e.g. ``gsm8k/official``). Envs that
+    #: offer a choice take a ``scorer`` constructor option and set ``self.scorer``; ``run.json``
+    #: records ``env.scorer`` per env.
+    default_scorer: ClassVar[str | None] = None
     #: Constructor options that make the env replay gold trajectories and annotations
     #: deterministically (e.g. reference backends for model-backed tools); used by replay
     #: verification, never by agents.
@@ -165,6 +170,8 @@ class LumosEnv(gym.Env[str, str], ABC):
             raise ValueError(f"render_mode must be one of {self.metadata['render_modes']}")
         self.render_mode = render_mode
         self.privileged = privileged
+        if getattr(self, "scorer", None) is None:
+            self.scorer: str | None = self.default_scorer
         if isinstance(tasks, TaskSource):
             self.source: TaskSource | None = tasks
             task_list = tasks.load()

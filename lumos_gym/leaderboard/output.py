@@ -137,7 +137,11 @@ def check_resumable(
     compared with the recorded run's where both name adapter weights: a retrained adapter under
     the same name is another configuration. ``envs`` (this run's env provenance) is compared
     env by env with the recorded one: an env with the same arguments whose tasks' checksum
-    differs (another data file, a changed generator) holds other tasks under the same ids.
+    differs (another data file, a changed generator) holds other tasks under the same ids; an
+    env scored with another scorer (``scorer`` in each env's record: a scorer fixed since, or
+    another chosen with the ``scorer`` option) holds episodes scored by another rule, so the
+    folder is refused with a pointer to ``lumos-gym rescore``. A folder written before scorers
+    were recorded is resumed with that advice as a warning.
 
     Results of another lumos-gym version are resumed with a warning (the episodes already
     there were scored by that version).
@@ -164,6 +168,15 @@ def check_resumable(
             f"{out_dir} holds episodes of other tasks of {', '.join(changed)} (the same env "
             "arguments, another checksum of its tasks: another data file or generator); pass "
             "another --out, or delete the folder to start again")
+    rescored, unrecorded = _changed_scorers(recorded_run.get("envs"), envs)
+    if rescored:
+        raise EvaluationError(
+            f"{out_dir} holds episodes scored by another scorer ({'; '.join(rescored)}); score "
+            f"them with this one first (lumos-gym rescore {out_dir}), or pass another --out")
+    if unrecorded:
+        print(f"warning: {out_dir} does not record the scorer of {', '.join(unrecorded)} (it "
+              "was written before lumos-gym recorded scorers); if its scores predate this "
+              f"version's scorers, run lumos-gym rescore {out_dir}", file=sys.stderr)
     plan = recorded_run.get("plan") or {}
     before = tuple(plan["shard"]) if plan.get("shard") else None
     if "plan" in recorded_run and before != shard:
@@ -194,6 +207,31 @@ def _changed_tasks(recorded: Any, now: Sequence[Mapping[str, Any]]) -> list[str]
     before, after = _tasks_by_env(recorded), _tasks_by_env(list(now))
     return sorted({after[k][0] for k in before.keys() & after.keys()
                    if before[k][1] != after[k][1]})
+
+
+def _changed_scorers(
+    recorded: Any, now: Sequence[Mapping[str, Any]]
+) -> tuple[list[str], list[str]]:
+    """Return the envs of both runs scored otherwise, and those the recorded run names no scorer of.
+
+    An env this run names no scorer of (an env class without one) is left out of both.
+    """
+
+    def by_key(envs: Any) -> dict[str, Mapping[str, Any]]:
+        return {json.dumps([e.get("env_id"), e.get("kwargs")], sort_keys=True, default=str): e
+                for e in (envs if isinstance(envs, list) else ()) if isinstance(e, Mapping)}
+
+    before, after = by_key(recorded), by_key(list(now))
+    changed, unrecorded = [], []
+    for key in sorted(before.keys() & after.keys()):
+        old, new = before[key].get("scorer"), after[key].get("scorer")
+        if new is None:
+            continue
+        if "scorer" not in before[key]:
+            unrecorded.append(str(after[key].get("env_id")))
+        elif old != new:
+            changed.append(f"{after[key].get('env_id')}: {old} there, {new} now")
+    return changed, unrecorded
 
 
 def _other_configuration(out_dir: Path, recorded: Any, now: Any) -> str:

@@ -131,6 +131,7 @@ def _env_provenance(
         "max_episode_steps": spec.max_episode_steps if spec is not None else None,
         "task_type": getattr(unwrapped, "task_type", None),
         "primary_metric": getattr(unwrapped, "primary_metric", None),
+        "scorer": getattr(unwrapped, "scorer", None),
         "tasks_available": available,
         "data": data_provenance(env, kwargs),
     }

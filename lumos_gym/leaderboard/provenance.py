@@ -178,6 +178,11 @@ def data_provenance(env: gym.Env, kwargs: Mapping[str, Any]) -> dict[str, Any]:
     return info
 
 
+def git_provenance() -> dict[str, Any] | None:
+    """Return the commit of this checkout and whether it differs from it (None outside git)."""
+    return _git()
+
+
 @functools.cache
 def _git() -> dict[str, Any] | None:
     """Return the commit (and whether the tree differs from it) of a git checkout, else None.

@@ -1,6 +1,6 @@
 """A backend wrapper that answers repeated greedy requests from an on-disk cache.
 
-:class:`CachingBackend` keeps the cache out of the backends themselves (STYLE.md habit 9): it
+:class:`CachingBackend` keeps the cache out of the backends themselves: it
 wraps any :class:`~lumos_gym.models.base.Backend`, and
 
 * answers a greedy request (``temperature == 0``) seen before from the cache, keyed by a SHA-256

@@ -6,7 +6,7 @@ scraper wrote them; the observation shows ``R1 = WikipediaPage(Julius Caesar), .
 ``R2 = ParagraphRetrieve(R1, Query: How many kids did Julius Caesar have?)`` ranks the lines of
 its context against the query (MiniLM sentence embeddings, or BM25) and binds the best ``top_k``
 as ``"Evidence 1: ..."``, ``"Evidence 2: ..."``, one per line. Lumos ran a Wikipedia scraper
-and a DPR reader (LUMOS_FORMAT.md, section 2.1); here both run offline by default.
+and a DPR reader (docs/lumos-format.md §2.1); here both run offline by default.
 
 Corpora for ``KnowledgeQuery`` (option ``corpus``): ``"task"`` (default: the task's own
 documents, e.g. HotpotQA's paragraphs), ``"wiki"`` (10,033 offline Wikipedia summaries), a JSONL

@@ -69,6 +69,7 @@ from typing import IO
 from lumos_gym.errors import SandboxError
 
 __all__ = [
+    "DEFAULT_MEMORY_MB",
     "NO_ISOLATION",
     "Isolation",
     "SandboxResult",
@@ -77,6 +78,11 @@ __all__ = [
     "run_python",
     "try_isolation",
 ]
+
+#: The default address-space limit (``RLIMIT_AS``) of a sandboxed process, in MiB. It counts
+#: memory mapped, not memory used: a program that maps more, even without touching it (a
+#: 600 MB ``mmap``), fails with ``MemoryError``. Callers take a ``memory_mb`` option to raise it.
+DEFAULT_MEMORY_MB = 512
 
 #: The whole environment of a sandboxed program.
 BASE_ENV = {
@@ -612,7 +618,7 @@ def run_python(
     code: str,
     *,
     timeout: float = 5.0,
-    memory_mb: int = 512,
+    memory_mb: int = DEFAULT_MEMORY_MB,
     cpu_seconds: int | None = None,
     max_file_mb: int = 16,
     max_open_files: int = 64,

@@ -1,7 +1,7 @@
 r"""The ``VQA`` tool: answer a question about the task's image.
 
 ``R1 = VQA(<img>, What is the brand of the device?)``, as Lumos grounds visual questions
-(LUMOS_FORMAT.md §2.5, executed there by LLaVA). The first argument names the image: the
+(docs/lumos-format.md §2.5, executed there by LLaVA). The first argument names the image: the
 literal ``<img>`` (also ``<image>``, ``Image`` or ``img``), or a variable holding one of those.
 The question is the ``Question:`` (or ``Query:``) argument, or the rest of the positional
 arguments; variables in it are substituted. The image is the one the env keeps for the episode

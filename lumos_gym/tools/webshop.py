@@ -2,7 +2,7 @@
 
 They act on the episode's shop session (``ToolContext.session``, a
 :class:`~lumos_gym.envs.web.webshop.ShopSession`), as Lumos' ``eval/webshop/shop_tool.py`` acts on
-WebShop's text env (LUMOS_FORMAT.md §2.4):
+WebShop's text env (docs/lumos-format.md §2.4):
 
 * ``R1 = Search(<query>)`` submits the search form and binds the top results as
   ``asin - title ** asin - title`` (asins in lower case; ``top_k`` results, 2 by default as in

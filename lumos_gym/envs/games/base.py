@@ -3,7 +3,7 @@
 A game episode is played through one action, ``Command(command)``: the command goes to the
 game engine as typed and the game's answer comes back as the observation (a command the game's
 parser rejects gets the game's own answer, e.g. ``That's not a verb I recognise.``). Lumos never
-defined game actions (LUMOS_FORMAT.md §2.6); these are ours::
+defined game actions (docs/lumos-format.md §2.6); these are ours::
 
     R1 = Command(go to countertop 1); R2 = Command(take apple 1 from countertop 1)
 
@@ -754,6 +754,7 @@ class GameEnv(LumosEnv):
     task_type: ClassVar[str] = "game"
     default_tools: ClassVar[tuple[str, ...]] = GAME_TOOLS
     primary_metric: ClassVar[str] = "score"
+    default_scorer: ClassVar[str | None] = "games/score"
     ends_by_answer: ClassVar[bool] = False
     #: The converter name of the family (``env.unwrapped.dataset``).
     dataset: ClassVar[str] = "game"

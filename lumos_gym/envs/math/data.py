@@ -510,10 +510,12 @@ class AsdivAnswer:
 def parse_asdiv_answer(raw: str) -> AsdivAnswer:
     """Split an ASDiv ``<Answer>`` such as ``"9 (apples)"`` or ``"2 (km); 3 (km)"``.
 
-    How each kind is scored by :func:`lumos_gym.scoring.answers.answers_match`: ``number`` as a
-    number (units and words around the prediction are ignored); ``ratio`` as a ratio (``6:8``
-    and ``0.75`` both match ``3:4``); ``list`` item by item, in order (the prediction split on
-    ``;``, ``", "`` or ``" and "``); ``text`` by normalised text equality.
+    How each kind is scored by ASDiv's default rule, ``math/exact``
+    (:func:`lumos_gym.scoring.answers.exact_answer_match`): ``number`` as an exact value (units
+    and words around the prediction are ignored; a fraction gold such as ``7/9`` is matched by
+    ``7/9`` or its 12-digit decimal); ``ratio`` as a ratio (``6:8`` and ``0.75`` both match
+    ``3:4``); ``list`` item by item, in order (the prediction split on ``;``, ``", "`` or
+    ``" and "``); ``text`` by normalised text equality.
 
     Args:
         raw: the answer text.

@@ -9,7 +9,7 @@ resolution through ``ToolContext.session``. A missing or unreadable image file n
 episode: ``VQA`` answers it with an ``Error:`` observation. Episodes end with ``Answer(...)``.
 
 Tools, in the order of the grounding instruction (:data:`VQA_TOOLS`): ``VQA(<img>, query)``,
-Lumos' ``QA(context, query)`` and ``Calculator(formula)`` (LUMOS_FORMAT.md §2.5: A-OKVQA plans
+Lumos' ``QA(context, query)`` and ``Calculator(formula)`` (docs/lumos-format.md §2.5: A-OKVQA plans
 ask ``VQA`` about the image, then ``QA`` with world knowledge).
 
 :class:`VQADatasetEnv` plays the official A-OKVQA and ScienceQA files
@@ -438,6 +438,7 @@ class VQADatasetEnv(MultimodalEnv):
             tasks = FileSource(file, loader, split=split, hint=data.download_hint(dataset))
         self.split = split
         self.images = image_dir
+        self.scorer = f"{dataset}/official"
         options.setdefault("qa_evidence", False)  # QA draws on world knowledge here
         super().__init__(tasks=tasks, dataset=dataset, **options)
         if dataset == "aokvqa":

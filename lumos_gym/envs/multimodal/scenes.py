@@ -691,6 +691,7 @@ class ScenesEnv(MultimodalEnv):
     """
 
     picture_reader: ClassVar[Any] = SCENE_READER
+    default_scorer: ClassVar[str | None] = "scenes/exact"
     replay_options: ClassVar[dict[str, Any]] = {
         "privileged": True,
         "vqa_backend": "scene",

@@ -5,8 +5,10 @@ The tools are Lumos' complex-QA actions in the order of its grounding instructio
 ``ParagraphRetrieve`` picks the passages that answer a query, ``QA`` answers from them, and
 ``Calculator`` and ``Code`` compute. The observation of ``reset`` is the question alone; the
 documents are reached only through ``KnowledgeQuery``. Episodes end with ``Answer(...)`` and
-are scored by :func:`~lumos_gym.scoring.qa.qa_scores` (exact match, F1, accuracy) and, when
-a judge model is given, by Lumos' LLM judge.
+are scored by :func:`~lumos_gym.scoring.qa.qa_scores` (exact match, F1, accuracy) under the
+dataset's named rule (``env.scorer``: ``hotpotqa/official``, ``musique/official``... see
+:data:`~lumos_gym.scoring.qa.DATASET_SCORERS`) and, when a judge model is given, by Lumos'
+LLM judge (``hotpotqa/lumos-judge``).
 
 Task conventions (``Task.meta``): ``documents`` (``[{"title", "text"}]``, the task's own
 context), ``sub_answers`` (``{sub-question: answer}`` from gold decompositions), ``aliases``
@@ -28,7 +30,14 @@ from lumos_gym.errors import DataError, LumosGymError
 from lumos_gym.models.base import Backend
 from lumos_gym.models.factory import backend_from_spec
 from lumos_gym.retrieval.documents import Document
-from lumos_gym.scoring.qa import ANSWER_TYPES, JUDGE_PROMPT, judge_correct, qa_scores
+from lumos_gym.scoring.qa import (
+    ANSWER_TYPES,
+    DATASET_SCORERS,
+    DEFAULT_QA_SCORER,
+    JUDGE_PROMPT,
+    judge_correct,
+    qa_scores,
+)
 
 __all__ = ["QA_TOOLS", "QADatasetEnv", "QAEnv", "qa_tool_options", "task_documents"]
 
@@ -90,7 +99,9 @@ class QAEnv(LumosEnv):
 
     Args:
         tasks: the tasks, or a task source.
-        dataset: the dataset name, recorded as ``env.dataset``.
+        dataset: the dataset name, recorded as ``env.dataset``; it names the scoring rule
+            (``env.scorer``, :data:`~lumos_gym.scoring.qa.DATASET_SCORERS`; ``qa/em-f1``
+            for a name without one).
         corpus: ``KnowledgeQuery``'s corpus; ``"task"`` (the task's own documents) by default.
         qa_model: the ``QA`` tool's model: a spec ``BACKEND:MODEL[@URL]`` or a backend; the
             tool's default (the offline default model) when None. Loaded on the first ``QA``
@@ -112,6 +123,7 @@ class QAEnv(LumosEnv):
     task_type = "qa"
     default_tools = QA_TOOLS
     primary_metric = "accuracy"
+    default_scorer = DEFAULT_QA_SCORER
     #: Replays use the reference QA backend (gold sub-answers, checked against the retrieved
     #: evidence) and BM25 passage ranking, so that they need no model and give one outcome.
     replay_options: ClassVar[dict[str, Any]] = {
@@ -142,6 +154,7 @@ class QAEnv(LumosEnv):
                 names=QA_TOOLS if tools is None else list(tools),
             )
         self.dataset = dataset
+        self.scorer = DATASET_SCORERS.get(dataset, DEFAULT_QA_SCORER)
         self.judge = judge
         #: The judge's prompt template (Lumos' own), recorded once per env; None without judge.
         self.judge_prompt: str | None = JUDGE_PROMPT if judge is not None else None
@@ -172,6 +185,7 @@ class QAEnv(LumosEnv):
             task.answer,
             aliases=task.meta.get("aliases") or (),
             answer_type=task.meta.get("answer_type"),
+            scorer=self.scorer,
         )
         if self.judge is not None:
             metrics.update(self._judge_metrics(prediction, task))

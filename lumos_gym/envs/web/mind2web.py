@@ -1,6 +1,6 @@
 """Mind2Web: step-wise, teacher-forced web actions on recorded pages (``lumos/Mind2Web-v0``).
 
-An episode walks a task's gold steps, as Lumos' and MindAct's evaluations do (LUMOS_FORMAT.md
+An episode walks a task's gold steps, as Lumos' and MindAct's evaluations do (docs/lumos-format.md
 §1.5, §2.3). At step ``t`` the current page (``Env``) is the step's candidate set (positives and
 negatives, at most 50, shuffled with a seed) shown as ``[tag] text`` lines. The agent acts with
 
@@ -13,7 +13,9 @@ the referenced page for the query; the step is scored (element, operation, value
 episode moves on to the next gold step whatever was predicted (teacher forcing). Each action's
 result ``R<k>`` is the next step's page, and the observation names the element chosen and shows
 that page. The episode ends after the last gold step with the metrics
-``step_success_rate`` (the reward), ``element_accuracy``, ``operation_f1`` and ``success``.
+``step_success_rate`` (the reward), ``element_accuracy``, ``operation_f1`` and ``success``,
+scored by the rule ``scorer=`` names (:mod:`lumos_gym.scoring.mind2web`): ``mind2web/official``
+(Mind2Web's own metric, the default) or ``mind2web/lumos`` (Lumos' evaluation).
 
 Task sources (``source=``):
 
@@ -51,6 +53,7 @@ from lumos_gym.envs.web.mind2web_data import (
     score_step,
 )
 from lumos_gym.errors import DataError, ToolError, UndefinedVariableError
+from lumos_gym.scoring.mind2web import OFFICIAL, resolve_scorer
 
 __all__ = [
     "BUNDLED_SPLIT",
@@ -142,10 +145,14 @@ class Mind2WebSession(EpisodeSession):
     Args:
         task: the task.
         page: returns the page of a step (built on first use and cached by the env).
+        scorer: the scoring rule (``mind2web/official`` or ``mind2web/lumos``).
     """
 
-    def __init__(self, task: Task, page: Callable[[Task, int], StepPage]) -> None:
+    def __init__(
+        self, task: Task, page: Callable[[Task, int], StepPage], scorer: str = OFFICIAL
+    ) -> None:
         self.task = task
+        self.scorer = resolve_scorer(scorer)
         self.steps = len(task.meta["actions"])
         self.step = 0
         self.scores: list[StepScore | None] = [None] * self.steps
@@ -228,7 +235,9 @@ class Mind2WebSession(EpisodeSession):
             ToolError: when the task's steps are over.
         """
         gold = self.current()
-        score = score_step(gold, chosen, op, value, on_page=page.step == gold.step)
+        score = score_step(
+            gold, chosen, op, value, on_page=page.step == gold.step, scorer=self.scorer
+        )
         self.scores[self.step] = score
         self.step += 1
         skipped = self._skip_empty()
@@ -272,6 +281,9 @@ class Mind2WebEnv(LumosEnv):
             the reset observation is the task and its website only.
         num_tasks: tasks to record (``source="record"``).
         record_seed: the recording seed (``source="record"``).
+        scorer: the scoring rule: ``"mind2web/official"`` (default; Mind2Web's own metric) or
+            ``"mind2web/lumos"`` (Lumos' evaluation); ``"official"`` and ``"lumos"`` work too
+            (:mod:`lumos_gym.scoring.mind2web`).
         **options: :class:`~lumos_gym.envs.base.LumosEnv` options (``limit``,
             ``render_mode``, ``privileged``, ``tools``).
     """
@@ -281,6 +293,7 @@ class Mind2WebEnv(LumosEnv):
     primary_metric: ClassVar[str] = "step_success_rate"
     replay_options: ClassVar[dict[str, Any]] = {"ranker": "oracle"}
     ends_by_answer: ClassVar[bool] = False
+    default_scorer: ClassVar[str | None] = OFFICIAL
     #: The converter name (``lumos_gym.conversion.mind2web_rules``).
     dataset = "mind2web"
 
@@ -298,8 +311,10 @@ class Mind2WebEnv(LumosEnv):
         task_page: bool = True,
         num_tasks: int = 24,
         record_seed: int = 0,
+        scorer: str = OFFICIAL,
         **options: Any,
     ) -> None:
+        self.scorer: str | None = resolve_scorer(scorer)
         if max_candidates < 1:
             raise ValueError(f"max_candidates must be at least 1, got {max_candidates}")
         self.max_candidates = max_candidates
@@ -331,7 +346,7 @@ class Mind2WebEnv(LumosEnv):
 
     def open_session(self, task: Task) -> Mind2WebSession:
         """Start walking the task's gold steps."""
-        return Mind2WebSession(task, self.page)
+        return Mind2WebSession(task, self.page, self.scorer or OFFICIAL)
 
     def task_observation(self, task: Task) -> str:
         """Return the task, its website and (``task_page``) the first page."""
@@ -342,7 +357,7 @@ class Mind2WebEnv(LumosEnv):
         if self.task_page:
             session = self._episode.context.session if self._episode is not None else None
             if not isinstance(session, Mind2WebSession) or session.task is not task:
-                session = Mind2WebSession(task, self.page)
+                session = Mind2WebSession(task, self.page, self.scorer or OFFICIAL)
             lines.append("")
             if session.skipped:
                 numbers = ", ".join(str(n) for n in session.skipped)
@@ -358,7 +373,7 @@ class Mind2WebEnv(LumosEnv):
 
         ``info["gold_previous_actions"]`` holds the ``action_reprs`` of the gold steps already
         passed: Lumos' evaluation rebuilds the planner's history from them (``translate_action``,
-        LUMOS_FORMAT.md §1.5), and they say nothing the next page does not show.
+        docs/lumos-format.md §1.5), and they say nothing the next page does not show.
         """
         observation, reward, terminated, truncated, info = super().step(action)
         session = self._episode.context.session if self._episode is not None else None

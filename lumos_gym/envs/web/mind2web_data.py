@@ -30,11 +30,12 @@ The optional MindAct candidate-generation output ``scores_all_data.pkl`` is a pi
 ``run_mind2web.py``); with it, a step's page keeps the best-ranked candidates, as MindAct's
 top-50 evaluation does.
 
-Lumos evaluates step-wise and teacher-forced (LUMOS_FORMAT.md §1.5, §2.3): at each gold step the
-"page" is the step's candidate set (positives and negatives, at most 50) and a prediction is
-right when its top-ranked element is a positive and the operation (and, for TYPE and SELECT, the
-value, case-insensitively) matches. :class:`StepPage` is one such page; :func:`score_step` and
-:func:`episode_metrics` compute the scores.
+Lumos evaluates step-wise and teacher-forced (docs/lumos-format.md §1.5, §2.3): at each gold
+step the "page" is the step's candidate set (positives and negatives, at most 50).
+:class:`StepPage` is one such page; :func:`score_step` scores a prediction on it under a
+named rule of :mod:`lumos_gym.scoring.mind2web` (``mind2web/official``, Mind2Web's own
+metric, by default; ``mind2web/lumos``, Lumos'), which also holds :class:`StepScore`,
+:func:`operation_f1` and :func:`episode_metrics` (importable from here too).
 """
 
 from __future__ import annotations
@@ -45,7 +46,6 @@ import json
 import pickle
 import random
 import re
-import string
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
@@ -55,6 +55,13 @@ from typing import Any
 from lumos_gym.envs.sources import TaskSource
 from lumos_gym.envs.tasks import Task
 from lumos_gym.errors import DataError
+from lumos_gym.scoring.mind2web import (
+    OFFICIAL,
+    StepScore,
+    episode_metrics,
+    operation_f1,
+    score_action,
+)
 
 __all__ = [
     "MAX_CANDIDATES",
@@ -189,7 +196,7 @@ def record_task(record: Mapping[str, Any], split: str, where: str = "task") -> T
 
     The task id is ``mind2web/{split}/{annotation_id}``; the question is ``confirmed_task``; the
     answer and the rationale are ``'; '.join(action_reprs)`` (the "natural language plan" Lumos
-    converted, LUMOS_FORMAT.md §1.2); the gold actions are one grounded action per step
+    converted, docs/lumos-format.md §1.2); the gold actions are one grounded action per step
     (:func:`grounded_action`).
 
     Raises:
@@ -581,7 +588,7 @@ def grounded_action(
     """Return the grounded action of gold step ``step`` (0-based), chained as Lumos chains it.
 
     ``R1 = TYPE(Env, QUERY: ..., TEXT: ...)`` for the first step, then ``R{k+1} = CLICK(R{k},
-    QUERY: ...)``: each result is the next step's page (LUMOS_FORMAT.md §1.4, §2.3).
+    QUERY: ...)``: each result is the next step's page (docs/lumos-format.md §1.4, §2.3).
 
     Args:
         step: the step index.
@@ -610,81 +617,36 @@ def grounded_action(
 # Scores
 
 
-@dataclass(frozen=True)
-class StepScore:
-    """How one predicted step compares with the gold step.
-
-    Attributes:
-        element_correct: the chosen element is a positive of the step's own page.
-        operation_correct: the operation matches and, for TYPE and SELECT, the value too
-            (case-insensitively, whitespace collapsed).
-        operation_f1: Mind2Web's token F1 between ``"OP value"`` strings (lower-cased).
-    """
-
-    element_correct: bool
-    operation_correct: bool
-    operation_f1: float
-
-    @property
-    def success(self) -> bool:
-        """Return True when the element and the operation are both right (a step success)."""
-        return self.element_correct and self.operation_correct
-
-
-def _norm(text: str) -> str:
-    return " ".join(text.split()).lower()
-
-
-def operation_f1(predicted: str, gold: str) -> float:
-    """Return Mind2Web's operation F1: F1 of the whitespace-token sets, punctuation dropped.
-
-    As in Mind2Web's ``calculate_f1`` (tokens are ``str.split`` sets; tokens that are a single
-    punctuation character are dropped; both empty gives 1), with both strings lower-cased.
-    """
-    pred = {t for t in predicted.lower().split() if t not in string.punctuation}
-    gold_tokens = {t for t in gold.lower().split() if t not in string.punctuation}
-    if not pred and not gold_tokens:
-        return 1.0
-    common = len(pred & gold_tokens)
-    if common == 0:
-        return 0.0
-    precision, recall = common / len(pred), common / len(gold_tokens)
-    return 2 * precision * recall / (precision + recall)
-
-
 def score_step(
-    page: StepPage, chosen: Candidate | None, op: str, value: str, *, on_page: bool = True
+    page: StepPage,
+    chosen: Candidate | None,
+    op: str,
+    value: str,
+    *,
+    on_page: bool = True,
+    scorer: str = OFFICIAL,
 ) -> StepScore:
-    """Score a predicted step against its gold page.
+    """Score a predicted step against its gold page (:mod:`lumos_gym.scoring.mind2web`).
 
     Args:
         page: the gold step's page.
         chosen: the element picked (None when nothing could be picked).
         op: the predicted operation (CLICK, TYPE, SELECT).
-        value: the predicted value (ignored for CLICK).
+        value: the predicted value (the official rule scores a CLICK's value too).
         on_page: whether ``chosen`` was picked on ``page`` itself (not on another step's page).
+        scorer: ``mind2web/official`` (default) or ``mind2web/lumos``.
+
+    Raises:
+        ValueError: an unknown scorer.
     """
     gold = page.operation
-    element = chosen is not None and on_page and chosen.positive
-    value = "" if op == "CLICK" else value
-    same_op = op == gold.op
-    correct = same_op and (op == "CLICK" or _norm(value) == _norm(gold.value))
-    f1 = operation_f1(f"{op} {value}", f"{gold.op} {gold.value}")
-    return StepScore(element, correct, f1)
-
-
-def episode_metrics(scores: Sequence[StepScore | None], steps: int) -> dict[str, float]:
-    """Return the episode's metrics over all ``steps`` gold steps (unplayed steps score 0).
-
-    ``step_success_rate`` (Lumos' reported metric), ``element_accuracy``, ``operation_f1`` and
-    ``success`` (1.0 when every step succeeded).
-    """
-    played = [s for s in scores if s is not None]
-    total = max(steps, 1)
-    successes = sum(s.success for s in played)
-    return {
-        "step_success_rate": successes / total,
-        "element_accuracy": sum(s.element_correct for s in played) / total,
-        "operation_f1": sum(s.operation_f1 for s in played) / total,
-        "success": float(steps > 0 and successes == steps),
-    }
+    return score_action(
+        op,
+        value,
+        gold.op,
+        gold.value,
+        element_correct=chosen is not None and on_page and chosen.positive,
+        has_gold_element=any(c.positive for c in page.candidates),
+        predicted_element=chosen is not None,
+        scorer=scorer,
+    )

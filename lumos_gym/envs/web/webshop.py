@@ -159,6 +159,7 @@ class WebShopEnv(LumosEnv):
     task_type: ClassVar[str] = "web"
     default_tools: ClassVar[tuple[str, ...]] = WEBSHOP_TOOLS
     primary_metric: ClassVar[str] = "reward"
+    default_scorer: ClassVar[str | None] = "webshop/official"
     replay_options: ClassVar[dict[str, Any]] = {"ranker": "lexical"}
     ends_by_answer: ClassVar[bool] = False
     dataset = "webshop"

@@ -11,11 +11,13 @@ project: 11 categories, 32 product kinds (dress shirts, running shoes, wireless 
 bottles, shampoo, protein bars, bed sheets, yoga mats, dog beds, gel pens...), each with its own
 attribute pool (``machine wash``, ``non slip``, ``stainless steel``, ``gluten free``...), option
 groups (color, size, capacity, flavor, scent, length...), price range, brands and phrases. The
-words are chosen so that the reward's fuzzy matching never confuses two attributes or two option
-values of one kind (no one's words are a subset of another's), and no product text mentions an
-attribute the product lacks or any option value (WebShop's option reward also searches the
-title, features and description for the chosen value). Titles, features and descriptions carry
-no digits for the same reason. The same ``(seed, num_products)`` always gives the same
+words are chosen so that the reward's fuzzy matching never confuses two attributes of one kind
+(no one's words are a subset of another's), nor two option values of one kind other than sizes
+and ``black white`` / ``all black``: WebShop matches sizes fuzzily too (``x-large`` earns
+``large``, ``6`` earns ``6.5``) and its colour normalisation makes both of those ``black``. No
+product text mentions an attribute the product lacks (WebShop's attribute reward also searches
+the title, features and description) or any option value, and titles, features and
+descriptions carry no digits. The same ``(seed, num_products)`` always gives the same
 catalogue, byte for byte.
 
 :class:`Catalog` searches its products with BM25 (:mod:`lumos_gym.retrieval.bm25`) over the

@@ -11,7 +11,7 @@ Targets are split by asin (:func:`~lumos_gym.envs.web.shop.catalog.asin_split`):
 five is a ``test`` target, the others ``train`` targets, so the two splits never target the
 same product; both browse the same shop.
 
-The expert (:func:`expert_plan`) plays as the Lumos WebShop shots do (LUMOS_FORMAT.md §1.5):
+The expert (:func:`expert_plan`) plays as the Lumos WebShop shots do (docs/lumos-format.md §1.5):
 search with the instruction, look at the top ``search_top_k`` results, and buy one that earns
 the full reward with the goal's options. When the ranking of the lexical backend (the one
 replays use) picks such a product from the first two results' names and features, the plan has
