@@ -65,8 +65,13 @@ def test_rescoring_restores_scores_an_old_scorer_gave(folder):
     _write(folder, records)
     report = rescore_folder(folder)
     assert report.changed == len(records) and report.diverged == 0
-    after = {r["task_id"]: (r["reward"], r["metrics"]) for r in _records(folder)}
+    rescored = _records(folder)
+    after = {r["task_id"]: (r["reward"], r["metrics"]) for r in rescored}
     assert after == original
+    # nothing else of a record changes: every field as written (its key too), in file order
+    assert [{k: v for k, v in r.items() if k not in ("reward", "metrics")} for r in rescored] \
+        == [{k: v for k, v in r.items() if k not in ("reward", "metrics")} for r in records]
+    assert all("key" in r for r in rescored)
     run = json.loads((folder / "run.json").read_text())
     assert run["rescored"][-1]["changed"] == len(records)
     assert {e["scorer"] for e in run["rescored"][-1]["envs"]} == {"math/exact",

@@ -41,6 +41,7 @@ from lumos_gym.leaderboard.results import (
     ResultsError,
     episodes_path,
     provenance_for_summary,
+    read_episodes,
     read_results,
     summarize,
 )
@@ -217,14 +218,16 @@ def rescore_folder(
     folder = Path(folder)
     try:
         results = read_results(folder)
+        if results.problems:
+            raise ResultsError(f"unreadable episode lines ({results.problems[0]}); fix or "
+                               "merge the folder first")
+        # the records as written (read_results adds a key to each), rewritten as they were
+        records, _ = read_episodes(episodes_path(folder), strict=True)
     except ResultsError as e:
-        raise EvaluationError(str(e)) from None
-    if results.problems:
-        raise EvaluationError(f"{folder}: unreadable episode lines ({results.problems[0]}); "
-                              "fix or merge the folder first")
+        raise EvaluationError(f"{folder}: {e}") from None
     wanted = {e if "/" in e else f"lumos/{e}" for e in envs}
     groups: dict[str, list[dict[str, Any]]] = {}
-    for record in results.records.values():
+    for record in records.values():
         if wanted and record["env_id"] not in wanted:
             continue
         groups.setdefault(_env_key(record["env_id"], record.get("env_kwargs") or {}),
@@ -236,7 +239,7 @@ def rescore_folder(
         env_id, kwargs = json.loads(key)
         report.envs.append(_rescore_env(env_id, kwargs, groups[key], make))
     if write:
-        _write_back(folder, results.records, results.run, report)
+        _write_back(folder, records, results.run, report)
     return report
 
 
@@ -247,7 +250,7 @@ def _write_back(
     """Write the rescored episodes, ``run.json`` (scorers, a ``rescored`` entry) and the summary."""
     path = episodes_path(folder)
     assert path is not None
-    ordered = [{k: v for k, v in r.items() if k != "key"} for r in records.values()]
+    ordered = list(records.values())
     _write_episodes(path, ordered)
     scorers = {_env_key(e.env_id, e.kwargs): e.scorer for e in report.envs}
     for env in run.get("envs") or ():
