@@ -140,3 +140,21 @@ def test_resume_refuses_episodes_scored_by_another_scorer(tmp_path, capsys):
     evaluate(resumed)
     assert "does not record the scorer" in capsys.readouterr().err
     assert len(_records(out)) == 2
+
+
+def test_a_last_observation_showing_the_old_reward_is_not_a_divergence(folder):
+    """WebShop binds the purchase's reward to the last variable: an old scorer's reward shows
+    there, and only there may the replay differ from the record."""
+    records = _records(folder)
+    web = next(r for r in records if r["env_id"] == "lumos/WebShop-v0")
+    last = [t for t in web["turns"] if "action" in t][-1]
+    assert last["observation"].endswith("= 1.0")
+    last["observation"] = last["observation"].removesuffix("1.0") + "0.25"
+    web["reward"], web["metrics"]["reward"] = 0.25, 0.25
+    _write(folder, records)
+    report = rescore_folder(folder, envs=["WebShop-v0"])
+    assert (report.changed, report.diverged) == (1, 0)
+    rescored = next(r for r in _records(folder) if r["task_id"] == web["task_id"])
+    assert rescored["reward"] == 1.0
+    # what the agent saw stays as recorded
+    assert [t for t in rescored["turns"] if "action" in t][-1]["observation"].endswith("0.25")

@@ -12,9 +12,10 @@ recorded:
 * **Envs that end episodes themselves** (web, games): the recorded actions are replayed in a
   fresh env on the same task and seed (:class:`~lumos_gym.envs.replay.Replay`), and the env's
   final metrics are taken, as the runner took them. Every observation of the replay must equal
-  the recorded one; an episode whose replay differs keeps its old metrics and is counted as
-  ``diverged`` (the env is not deterministic on it, or its data changed), never silently
-  rescored.
+  the recorded one, but for the reward itself where the last one shows it (WebShop binds the
+  purchase's reward to a variable); an episode whose replay differs otherwise keeps its old
+  metrics and is counted as ``diverged`` (the env is not deterministic on it, or its data
+  changed), never silently rescored. The recorded observations stay as the agent saw them.
 
 The folder is rewritten in place, atomically (its episode file, gzipped or not as it was,
 ``summary.json``, and ``run.json``, whose envs get the ``scorer`` they were scored with and whose
@@ -26,6 +27,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -120,6 +122,19 @@ def _answer_metrics(env: Any, record: Mapping[str, Any]) -> dict[str, float] | N
     return dict(env.unwrapped.score(record.get("prediction") or "", task))
 
 
+def _with_reward(observation: str, before: Any, after: float) -> str:
+    """The recorded last observation with the reward it showed written as the new one.
+
+    A web env binds the purchase's reward to the last variable (``R12 = 0.8``), so a changed
+    scorer changes the last observation by that number alone; anything else differing is a
+    divergence.
+    """
+    if before is None:
+        return observation
+    shown = re.escape(str(float(before)))
+    return re.sub(rf"(?<![\d.]){shown}(?![\d])", str(float(after)), observation)
+
+
 def _replayed_metrics(
     env: Any, record: Mapping[str, Any]
 ) -> tuple[dict[str, float] | None, float | None, str | None]:
@@ -129,9 +144,12 @@ def _replayed_metrics(
     outcome = None
     for n, turn in enumerate(actions, 1):
         outcome = step_env(env, turn["action"])
-        if outcome.observation != turn.get("observation"):
-            return None, None, f"step {n}: the observation differs from the recorded one"
         ended = outcome.terminated or outcome.truncated
+        recorded = str(turn.get("observation"))
+        if ended and n == len(actions):  # the last observation may show the reward itself
+            recorded = _with_reward(recorded, record.get("reward"), outcome.reward)
+        if outcome.observation != recorded:
+            return None, None, f"step {n}: the observation differs from the recorded one"
         if ended and n < len(actions):
             return None, None, f"the replay ended at step {n} of {len(actions)}"
     if outcome is None:
