@@ -57,6 +57,17 @@ class BackendError(LumosGymError):
     """A model backend failed (unreachable server, bad model name, generation error)."""
 
 
+class InfraError(LumosGymError):
+    """A failure of the machinery a run stands on, not of the agent, the env's logic or the task.
+
+    An env server that cannot be reached or stops answering (``lumos/remote``), a server that
+    is full: the rollout runner ends such an episode with the ``infra-error`` status, tries it
+    again afresh (``Runner(max_infra_retries=...)``), and the results leave an episode that kept
+    failing out of every mean instead of scoring it 0. A backend says the same of one request
+    with ``Completion(infra=True)`` (:class:`lumos_gym.models.base.Completion`).
+    """
+
+
 class EvaluationError(LumosGymError):
     """The evaluation cannot start: a bad suite, env, model or results folder."""
 

@@ -47,7 +47,9 @@ from lumos_gym.models.base import (
 class ScriptedBackend(Backend):
     """Answers each request with ``script(request)``; records every batch it is sent.
 
-    ``script`` may return a string or raise; a string is cut at the request's stop strings.
+    ``script`` may return a string, a :class:`Completion` (answered as it is: an error
+    completion, say) or raise (the backend fails as a whole: an ``infra-error`` in the runner);
+    a string is cut at the request's stop strings.
     """
 
     name = "scripted"
@@ -63,7 +65,11 @@ class ScriptedBackend(Backend):
         self.batches.append(list(requests))
         completions = []
         for request in requests:
-            text, _ = cut_at_stop(self.script(request), request.stop)
+            answer = self.script(request)
+            if isinstance(answer, Completion):
+                completions.append(answer)
+                continue
+            text, _ = cut_at_stop(answer, request.stop)
             completions.append(
                 Completion(text, "stop", input_tokens=len(request.prompt or "") // 4,
                            output_tokens=max(1, len(text) // 4), model_id="scripted")

@@ -32,6 +32,7 @@ from lumos_gym.leaderboard.viewer import (
     subgoal_groups,
     write_view,
 )
+from lumos_gym.models.base import Completion
 
 ENVS = ["GSM8K-v0", "SVAMP-v0"]
 LIMIT = 6
@@ -55,8 +56,8 @@ def _planner(subgoals: int, right):
 
     def plan(request):
         position, gold = questions[QUESTION.findall(request.prompt)[-1].strip()]
-        if right(position) is None:
-            raise RuntimeError("the planner's server went away")
+        if right(position) is None:  # the request's own failure: an agent-error
+            return Completion("", "error", error="the planner refused the request")
         done = request.prompt.count("The executed result for Subgoal")
         if done == subgoals:
             return "Yes, I will stop planning."

@@ -22,11 +22,22 @@ same either way.
 Whatever goes wrong in one episode (an env that raises, an agent bug, a backend error, an
 over-long context) ends that episode with a status; the run goes on. A backend that fails as
 a whole ends the episodes whose asks it had in flight.
+
+A failure of the machinery rather than of the agent ends its episode with ``infra-error``: a
+completion its backend marks ``infra`` (an engine that did not finish the request, a server
+or connection that kept failing through the backend's retries), an exception a backend raises
+(a request's own problems come back as error completions, so an exception is the engine's), or
+an env's :class:`~lumos_gym.errors.InfraError` (an env server that cannot be reached). Such an
+episode is played again from the start, up to ``max_infra_retries`` more times, and recorded
+as ``infra-error`` only when every try failed so; the results then leave it out of the means
+instead of scoring it 0. The agent's own failures (invalid actions, an over-long context, a
+bug in its logic, a request its backend refuses) keep their statuses and are never retried.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import sys
 import time
 import traceback
@@ -42,6 +53,7 @@ from lumos_gym.agents.base import Act, Agent, Ask, EpisodeLogic, Note, StepOutco
 from lumos_gym.agents.tokens import compact_calls
 from lumos_gym.envs.base import observation_text
 from lumos_gym.envs.replay import step_env
+from lumos_gym.errors import InfraError
 from lumos_gym.models.base import (
     Backend,
     Completion,
@@ -50,6 +62,11 @@ from lumos_gym.models.base import (
     QueuedSession,
     TokenTrace,
 )
+
+logger = logging.getLogger(__name__)
+
+#: The status of an episode that the machinery failed, not the agent (module docstring).
+INFRA_ERROR = "infra-error"
 
 #: The fixed taxonomy of episode statuses.
 STATUSES = (
@@ -60,6 +77,7 @@ STATUSES = (
     "tool-error",
     "agent-error",
     "env-error",
+    INFRA_ERROR,
 )
 
 
@@ -147,6 +165,7 @@ class _Running:
     done: bool = False
     calls: list[tuple[int, str, TokenTrace]] = field(default_factory=list)  # record_tokens
     asked: int = 0  # module calls submitted so far (each sampled call gets its own seed)
+    attempt: int = 1  # this play of the episode: 1, then one more per infra-error retry
 
 
 @dataclass(eq=False)
@@ -200,6 +219,9 @@ class Runner:
             backend that cannot give them leaves its calls out.
         continuous: use each backend's own session (continuous batching where the backend
             has it); False sends each turn's asks of a backend as one ``generate`` call.
+        max_infra_retries: play an episode that ended in ``infra-error`` (a failure of a
+            backend or an env server, not of the agent) again from the start, up to this many
+            more times; 0 records the first ``infra-error``.
 
     A record's ``model_s`` is the episode's share of its backends' time: each submit counts
     for the episode that made it, and each collect of a session is shared equally among the
@@ -218,12 +240,15 @@ class Runner:
         keep_prompts: bool = False,
         record_tokens: bool = False,
         continuous: bool = True,
+        max_infra_retries: int = 2,
     ) -> None:
         missing = [role for role in agent.roles if role not in backends]
         if missing:
             raise ValueError(f"agent {agent.name!r} needs a backend for role(s) {missing}")
         if max_in_flight < 1:
             raise ValueError("max_in_flight must be at least 1")
+        if max_infra_retries < 0:
+            raise ValueError("max_infra_retries must be 0 or more")
         self.agent = agent
         self.backends = dict(backends)
         self.max_in_flight = max_in_flight
@@ -232,6 +257,7 @@ class Runner:
         self.keep_prompts = keep_prompts
         self.record_tokens = record_tokens
         self.continuous = continuous
+        self.max_infra_retries = max_infra_retries
 
     # ------------------------------------------------------------------------------ the loop
     def run(
@@ -243,12 +269,16 @@ class Runner:
     ) -> list[EpisodeRecord]:
         """Run every episode of ``specs`` and return their records in the order they ended.
 
+        An episode that ends in ``infra-error`` goes back to the end of the queue, to start
+        afresh, while it has retries left (``max_infra_retries``); only its last try is
+        recorded.
+
         Args:
             specs: the episodes.
             on_record: called with each record as soon as its episode ends (for writing).
             progress: show a progress bar with episodes/s and tokens/s.
         """
-        queue = deque(specs)
+        queue = deque((spec, 1) for spec in specs)  # each episode with its try's number
         pool = _EnvPool()
         running: list[_Running] = []
         batches: dict[Hashable, _Batch] = {}  # by _batch_key of the backend
@@ -257,6 +287,11 @@ class Runner:
 
         def finish(episode: _Running) -> None:
             record = episode.record
+            if record.status == INFRA_ERROR and self._retry(episode):
+                if episode.env is not None:
+                    pool.release(episode.spec, episode.env)
+                queue.append((episode.spec, episode.attempt + 1))
+                return
             record.wall_s = round(time.monotonic() - episode.started, 3)
             record.env_s, record.tool_s = round(record.env_s, 6), round(record.tool_s, 6)
             record.model_s = round(record.model_s, 6)
@@ -273,7 +308,7 @@ class Runner:
         try:
             while queue or running:
                 while queue and len(running) < self.max_in_flight:
-                    episode = self._start(queue.popleft(), pool)
+                    episode = self._start(*queue.popleft(), pool)
                     if episode.done:
                         finish(episode)
                     else:
@@ -294,7 +329,20 @@ class Runner:
                 bar.close()
         return records
 
-    def _start(self, spec: EpisodeSpec, pool: _EnvPool) -> _Running:
+    def _retry(self, episode: _Running) -> bool:
+        """Whether an episode that ended in ``infra-error`` is played again (saying so)."""
+        tries = self.max_infra_retries + 1
+        record = episode.record
+        if episode.attempt < tries:
+            logger.warning("%s %s: infra-error (%s); playing it again (try %d of %d)",
+                           record.env_id, record.task_id, record.reason, episode.attempt + 1,
+                           tries)
+            return True
+        if episode.attempt > 1:
+            record.reason = f"{record.reason} (on each of {episode.attempt} tries)"
+        return False
+
+    def _start(self, spec: EpisodeSpec, attempt: int, pool: _EnvPool) -> _Running:
         record = EpisodeRecord(  # the status is set when the episode ends
             spec.env_id, spec.task_id, dict(spec.env_kwargs), spec.seed, self.agent.name, ""
         )
@@ -303,14 +351,14 @@ class Runner:
             env = pool.acquire(spec)
             first, info = env.reset(seed=spec.seed, options={"task_id": spec.task_id})
             observation = observation_text(first)
-        except Exception as e:  # a broken env ends this episode only
-            record.status, record.reason = "env-error", _error_text(e)
-            return _Running(spec, None, None, record, started, done=True)
+        except Exception as e:  # a broken env (or env server) ends this episode only
+            record.status, record.reason = _env_failure(e), _error_text(e)
+            return _Running(spec, None, None, record, started, done=True, attempt=attempt)
         record.task = observation
         if spec.agent_info:
             info = {**info, **spec.agent_info}
         logic = self.agent.episode(observation, info)
-        episode = _Running(spec, env, logic, record, started)
+        episode = _Running(spec, env, logic, record, started, attempt=attempt)
         self._advance(episode, None)
         return episode
 
@@ -342,8 +390,8 @@ class Runner:
                     key = batch.session.submit_for(backend, request)
                 else:
                     key = batch.session.submit(request)
-            except Exception as e:  # a request the backend refuses fails its episode only
-                error = Completion("", "error", error=_error_text(e))
+            except Exception as e:  # the backend failed (a request's own problem is a completion)
+                error = Completion("", "error", error=_error_text(e), infra=True)
                 episode.record.model_s += time.perf_counter() - started
                 self._receive(episode, error)
                 continue
@@ -370,7 +418,8 @@ class Runner:
                 finished = batch.session.collect(wait=len(busy) == 1)
             except Exception as e:  # the backend failed as a whole: each ask it held gets the error
                 message = _error_text(e)
-                finished = [(key, Completion("", "error", error=message)) for key in batch.asks]
+                finished = [(key, Completion("", "error", error=message, infra=True))
+                            for key in batch.asks]
             share = (time.perf_counter() - started) / len(carried)
             for episode in carried:
                 episode.record.model_s += share
@@ -394,7 +443,10 @@ class Runner:
         record.turns.append(turn)
         if completion.stop_reason == "error":
             error = completion.error or "backend error"
-            status = "context-limit" if "context length" in error else "agent-error"
+            if completion.infra:  # the engine, server or connection failed, not the request
+                status = INFRA_ERROR
+            else:
+                status = "context-limit" if "context length" in error else "agent-error"
             self._end(episode, status, error)
             return
         if self._timed_out(episode):
@@ -437,7 +489,7 @@ class Runner:
         try:
             outcome = step_env(episode.env, action)
         except Exception as e:  # envs promise not to raise on actions; if one does, record it
-            self._end(episode, "env-error", _error_text(e))
+            self._end(episode, _env_failure(e), _error_text(e))
             return None
         finally:
             record.env_s += time.perf_counter() - started
@@ -501,6 +553,22 @@ def _batch_key(backend: Backend) -> tuple[str, Hashable]:
     """The batch a backend's asks join: its batch group's (views of one model), else its own."""
     group = backend.batch_group()
     return ("group", group) if group is not None else ("backend", id(backend))
+
+
+def _env_failure(error: BaseException) -> str:
+    """The status of an episode whose env raised ``error``: ``env-error``, or ``infra-error``.
+
+    ``infra-error`` when the error, or one of its causes, is an :class:`InfraError` (an env
+    server that cannot be reached or stopped answering).
+    """
+    seen: BaseException | None = error
+    for _ in range(8):  # the chain of causes, bounded
+        if seen is None:
+            break
+        if isinstance(seen, InfraError):
+            return INFRA_ERROR
+        seen = seen.__cause__ or seen.__context__
+    return "env-error"
 
 
 def _error_text(error: BaseException) -> str:

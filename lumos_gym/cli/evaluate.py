@@ -98,13 +98,19 @@ def _add_run_flags(p: argparse.ArgumentParser) -> None:
                    "shards' --out folders with lumos-gym merge")
     p.add_argument("--wall-timeout", type=nonnegative_float, default=None,
                    help="seconds an episode may run; then it ends as step-limit")
+    p.add_argument("--infra-retries", type=nonnegative_int, default=2, metavar="N",
+                   help="play an episode that ended in infra-error (the backend or env server "
+                   "failed: an engine that dropped the request, a server that timed out "
+                   "through its retries, not the agent) again from the start, up to N more "
+                   "times (default 2; 0: record it at once); --resume plays those left again")
     p.add_argument("--out", default=None,
                    help="results folder (default: a new results/AGENT-SUITE-YYYYmmdd-HHMMSS "
                    "per run, which results/latest then names)")
     p.add_argument("--resume", action="store_true",
                    help="continue the run in --out (a killed one), or with no --out the one "
-                   "results/latest names (if any): only the episodes not written yet are run; "
-                   "without it a folder holding episodes is refused")
+                   "results/latest names (if any): only the episodes not written yet are run, "
+                   "and those that ended in infra-error; without it a folder holding episodes "
+                   "is refused")
     p.add_argument("--ray", nargs="?", const="local", default=None, metavar="ADDRESS",
                    help="run the episodes on Ray actors: this machine's Ray with no ADDRESS, "
                    "else a cluster (auto, ray://HOST:10001); needs lumos-gym[ray]")
@@ -198,6 +204,7 @@ def run_evaluate(
         env_kwargs=parse_kwargs(args.kwarg), models=models, agent_config=config,
         seed=args.seed, shard=args.shard, out=args.out, resume=args.resume, ray=args.ray,
         workers=args.workers, worker_gpus=args.worker_gpus, wall_timeout=args.wall_timeout,
+        max_infra_retries=args.infra_retries,
         keep_prompts=args.keep_prompts, record_tokens=args.record_tokens,
         progress=not args.no_progress, argv=sys.argv[1:],
     ))

@@ -158,7 +158,8 @@ def add_leaderboard(sub: argparse._SubParsersAction) -> None:
         "folders (lumos-gym evaluate --out) or folders of them (results/<run>/<Env>/); folders "
         "with the same agent configuration form one run. --validate checks submissions "
         "instead: files present and readable, version, every planned episode once, the summary "
-        "recomputed from the episodes, provenance; it prints one line per problem and exits 2 "
+        "recomputed from the episodes, provenance, no episode that ended in infra-error (unless "
+        "--allow-infra-errors); it prints one line per problem and exits 2 "
         "when there is any. --reference RUN adds each row's paired difference to RUN (per env "
         "and for the suite, paired bootstrap interval, McNemar or sign-flip test); --compare A "
         "B prints the full paired table of two runs.",
@@ -178,6 +179,10 @@ def add_leaderboard(sub: argparse._SubParsersAction) -> None:
                    help="html: the board page alone, without a trajectory page per run and env")
     p.add_argument("--validate", action="store_true",
                    help="check the results folders instead of rendering them")
+    p.add_argument("--allow-infra-errors", action="store_true",
+                   help="with --validate: accept folders with episodes that ended in "
+                   "infra-error (the backend or env server failed; left out of the means) "
+                   "instead of refusing them")
     p.add_argument("--reference", default=None, metavar="RUN",
                    help="also show each row's paired difference to this run (a run name, a "
                    "results folder, or 'top': the top-ranked run that is not a ceiling), with "
@@ -233,7 +238,8 @@ def _compare(args: argparse.Namespace) -> int:
 
 def _validate(args: argparse.Namespace) -> int:
     """Check submitted results folders; print one line per problem, exit 2 when any."""
-    checked, problems = validate(args.results, suite=args.suite)
+    checked, problems = validate(args.results, suite=args.suite,
+                                 allow_infra_errors=args.allow_infra_errors)
     for problem in problems:
         print(problem)
     if problems:

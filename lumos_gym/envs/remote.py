@@ -14,6 +14,11 @@ observation travels as ``{"text", "image"?, "info", "terminated", "truncated"}``
 multimodal env as base64 bytes with its shape, the ``info`` as JSON (numpy values as numbers
 and lists, tuples as lists).
 
+An error the served env answers with is a :class:`RemoteEnvError`; a failure of the link or
+the server itself (unreachable, no reply in ``timeout_s``, the session dropped, the server at its
+capacity) is a :class:`RemoteEnvTransportError`, an :class:`~lumos_gym.errors.InfraError`: the
+runner records such an episode as ``infra-error`` and plays it again, instead of ``env-error``.
+
 ``websockets`` (the ``envserver`` extra) is imported when the first session opens.
 """
 
@@ -32,9 +37,10 @@ import numpy as np
 from gymnasium import spaces
 
 from lumos_gym.envs.text_space import TextSpace
-from lumos_gym.errors import LumosGymError
+from lumos_gym.errors import InfraError, LumosGymError
 
-__all__ = ["RemoteEnv", "RemoteEnvError", "decode_step", "encode_step", "jsonable"]
+__all__ = ["RemoteEnv", "RemoteEnvError", "RemoteEnvTransportError", "decode_step", "encode_step",
+           "jsonable"]
 
 
 #: Error codes after which the server has ended the session (its env crashed, was reaped...).
@@ -42,8 +48,21 @@ _SESSION_ENDED = frozenset({"SESSION_ERROR", "EXECUTION_ERROR", "CAPACITY_REACHE
                             "FACTORY_ERROR"})
 
 
+#: Error codes that say the server, not its env, failed: another try may succeed.
+_SERVER_BUSY = frozenset({"CAPACITY_REACHED"})
+
+
 class RemoteEnvError(LumosGymError):
     """The env server answered with an error, or could not be reached."""
+
+
+class RemoteEnvTransportError(RemoteEnvError, InfraError):
+    """The env server could not be reached, stopped answering, dropped the session or is full.
+
+    A failure of the machinery, not of the served env (which answers an error of its own with
+    a plain :class:`RemoteEnvError`): the runner records the episode as ``infra-error`` and
+    plays it again.
+    """
 
 
 # ------------------------------------------------------------------------------- wire format
@@ -128,8 +147,8 @@ def fetch_env_spec(url: str, timeout_s: float = 10.0) -> dict[str, Any]:
         with opener.open(f"{base}/env", timeout=timeout_s) as response:
             return json.loads(response.read())
     except (OSError, ValueError) as e:
-        raise RemoteEnvError(f"cannot reach the env server at {url}: {e} (is `lumos-gym "
-                             "serve-env` running there?)") from e
+        raise RemoteEnvTransportError(f"cannot reach the env server at {url}: {e} (is "
+                                      "`lumos-gym serve-env` running there?)") from e
 
 
 class RemoteEnv(gym.Env):
@@ -207,7 +226,7 @@ class RemoteEnv(gym.Env):
                 self._ws = connect(ws_url(self.url), open_timeout=self.connect_timeout_s,
                                    max_size=None, proxy=None, compression=None)
             except (OSError, TimeoutError) as e:
-                raise RemoteEnvError(f"cannot open a session at {self.url}: {e}") from e
+                raise RemoteEnvTransportError(f"cannot open a session at {self.url}: {e}") from e
         return self._ws
 
     def _call(self, kind: str, data: Any) -> dict[str, Any]:
@@ -220,16 +239,19 @@ class RemoteEnv(gym.Env):
             reply = json.loads(ws.recv(timeout=self.timeout_s))
         except TimeoutError as e:
             self._drop()
-            raise RemoteEnvError(f"{self.url}: no reply to {kind} in {self.timeout_s} s") from e
+            raise RemoteEnvTransportError(
+                f"{self.url}: no reply to {kind} in {self.timeout_s} s") from e
         except ConnectionClosed as e:
             self._drop()
-            raise RemoteEnvError(f"{self.url}: the session was closed ({e})") from e
+            raise RemoteEnvTransportError(f"{self.url}: the session was closed ({e})") from e
         if reply.get("type") == "error":
             error = reply.get("data") or {}
             if error.get("code") in _SESSION_ENDED:  # the next reset opens a new session
                 self._drop()
-            raise RemoteEnvError(f"{self.url}: {error.get('code', 'ERROR')}: "
-                                 f"{error.get('message', 'unknown error')}")
+            kind_of = (RemoteEnvTransportError if error.get("code") in _SERVER_BUSY
+                       else RemoteEnvError)
+            raise kind_of(f"{self.url}: {error.get('code', 'ERROR')}: "
+                          f"{error.get('message', 'unknown error')}")
         return reply.get("data") or {}
 
     def _drop(self) -> None:

@@ -20,7 +20,9 @@ module, in this order:
 Apart from these, each env's table counts the failed episodes that hit a tool error whatever
 their module (``tool errors``), and those missing a counterfactual (``no counterfactual``: not
 in a counterfactual's folder, or the task has no gold plan), which can only land in execution
-or unexplained.
+or unexplained. An episode of the agent that ended in ``infra-error`` (a backend or env server
+failed: no score) is not attributed at all, and a counterfactual's such episode counts as
+missing.
 
 :func:`attribute` is pure (records in, an :class:`Attribution` out); :func:`attribute_runs`
 reads the three results folders and checks that they are one agent's runs with the same models
@@ -37,7 +39,7 @@ from typing import Any
 
 from lumos_gym.agents.plugins import registered_agent
 from lumos_gym.errors import LumosGymError
-from lumos_gym.leaderboard.results import ResultsError, read_results
+from lumos_gym.leaderboard.results import ResultsError, is_infra_error, read_results
 from lumos_gym.text import markdown_table
 
 #: The modules a failed episode is attributed to, in the order they are tried.
@@ -163,8 +165,8 @@ def gold_turns(record: Mapping[str, Any], role: str) -> int:
 
 
 def _usable(record: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
-    """A counterfactual record, or None when it is missing or its task had no gold plan."""
-    if record is None:
+    """A counterfactual record, or None: missing, its task had no gold plan, or no score."""
+    if record is None or is_infra_error(record):
         return None
     if record.get("status") == "agent-error" and "no gold plan" in str(record.get("reason")):
         return None
@@ -222,6 +224,8 @@ def attribute(
     total = EnvAttribution("all")
     for key in sorted(records):
         record = records[key]
+        if is_infra_error(record):  # no score: neither a failure nor a success of the agent
+            continue
         item = attribute_episode(key, record, (gold_plan or {}).get(key),
                                  (gold_ground or {}).get(key))
         env_id = str(record.get("env_id", ""))

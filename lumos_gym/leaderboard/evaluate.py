@@ -52,6 +52,7 @@ from lumos_gym.leaderboard.provenance import (
 from lumos_gym.leaderboard.results import (  # noqa: F401  (mean_se: workflows.reproduce's)
     episode_key,
     episodes_path,
+    is_infra_error,
     mean_se,
     provenance_for_summary,
     summarize,
@@ -93,14 +94,19 @@ class RunConfig:
             ``results/<agent>-<suite or envs>-<YYYYmmdd-HHMMSS>``, which ``results/latest`` then
             names (:mod:`.folders`).
         resume: continue the run whose episodes ``out`` already holds (only the episodes not
-            there are run; the configuration must match); with no ``out``, the run that
-            ``results/latest`` names, if any. Without it, a folder holding episodes is refused.
+            there are run, and those there that ended in ``infra-error``, whose records are
+            dropped from the file first; the configuration must match); with no ``out``, the
+            run that ``results/latest`` names, if any. Without it, a folder holding episodes
+            is refused.
         ray: run the episodes on Ray actors (:mod:`lumos_gym.leaderboard.distributed`):
             ``True`` or ``"local"`` for this machine's Ray, else a cluster address (``auto``,
             ``ray://host:10001``).
         workers: Ray actors (default: one per CPU of the cluster, or per ``worker_gpus``).
         worker_gpus: GPUs reserved per Ray actor.
         max_invalid_actions: end an episode after this many invalid actions in a row.
+        max_infra_retries: play an episode that ended in ``infra-error`` (a backend or env
+            server failed, not the agent) again, up to this many more times, before recording
+            it (:class:`~lumos_gym.agents.runner.Runner`).
         wall_timeout: seconds an episode may take.
         keep_prompts: store every prompt in the episode records.
         record_tokens: also write ``tokens.jsonl``: each module call's prompt and completion
@@ -133,6 +139,7 @@ class RunConfig:
     workers: int | None = None
     worker_gpus: float = 0.0
     max_invalid_actions: int = 5
+    max_infra_retries: int = 2
     wall_timeout: float | None = None
     keep_prompts: bool = False
     record_tokens: bool = False
@@ -146,6 +153,9 @@ class RunConfig:
         for name, value in (("--limit", self.limit), ("--workers", self.workers)):
             if value is not None and value < 1:
                 raise EvaluationError(f"{name} must be at least 1, got {value}")
+        if self.max_infra_retries < 0:
+            raise EvaluationError(f"--infra-retries must be at least 0, got "
+                                  f"{self.max_infra_retries}")
         if self.seed is not None and self.seed < 0:  # every episode would fail its reset
             raise EvaluationError(f"--seed must be at least 0, got {self.seed}")
 
@@ -155,6 +165,7 @@ class RunConfig:
             "max_in_flight": self.models.batch_size if self.models else 8,
             "max_invalid_actions": self.max_invalid_actions, "wall_timeout": self.wall_timeout,
             "keep_prompts": self.keep_prompts, "record_tokens": self.record_tokens,
+            "max_infra_retries": self.max_infra_retries,
         }
 
 
@@ -171,8 +182,10 @@ class EvaluationResult:
 def evaluate(config: RunConfig) -> EvaluationResult:
     """Run ``config.agent`` on the episodes of its envs or suite; write the results to its out.
 
-    The episodes ``out`` already holds are not run again (with ``resume``); the summary covers
-    every episode of the run (of its shard) that the folder then holds.
+    The episodes ``out`` already holds are not run again (with ``resume``), except those that
+    ended in ``infra-error`` (:func:`~lumos_gym.leaderboard.results.is_infra_error`: a backend
+    or env server failed), which are dropped from the file and played again; the summary
+    covers every episode of the run (of its shard) that the folder then holds.
 
     Raises:
         EvaluationError: an unknown agent or suite, envs that cannot be planned, a folder
@@ -197,16 +210,20 @@ def evaluate(config: RunConfig) -> EvaluationResult:
     tokens = TokensFile(out_dir / TOKENS_FILE) if config.record_tokens else None
     if results.done:
         check_existing(out_dir, results.done, plan.by_key, agent, config.resume)
-    todo = [plan.by_key[k] for k in plan.selected if k not in results.done]
+    # episodes that ended in infra-error (the machinery failed) are played again
+    again = [k for k in plan.selected if k in results.done and is_infra_error(results.done[k])]
+    todo = [plan.by_key[k] for k in plan.selected if k not in results.done or k in again]
     resumed = len(plan.selected) - len(todo)
     with contextlib.closing(results), _closing(tokens), \
             _Executor(agent, config, len(todo)) as executor:
         run = _start_run(out_dir, executor, chosen, plan, _extra_provenance(config, agent))
+        results.forget(again)  # once the folder is known to take this run: never a refused one
         if new_default:
             point_latest(out_dir)
-        if resumed:
+        if resumed or again:
+            retried = f"; {len(again)} that ended in infra-error run again" if again else ""
             print(f"resuming: {resumed} of {len(plan.selected)} episodes already in "
-                  f"{results.path}")
+                  f"{results.path}{retried}")
         executor.run(todo, _recorder(results, plan.kinds(), plan.groups(), tokens),
                      progress=config.progress)
     records = [results.done[k] for k in plan.selected if k in results.done]

@@ -54,6 +54,22 @@ class ResultsFile:
                         append_jsonl(f, record)
         self._file: Any = None  # opened by the first append
 
+    def forget(self, keys: Sequence[str]) -> int:
+        """Drop the records of ``keys`` from the file (rewritten atomically); return how many.
+
+        A resumed run plays them again (the episodes that ended in ``infra-error``): the file
+        then holds each episode once, with its new record.
+        """
+        dropped = [k for k in keys if k in self.done]
+        if not dropped:
+            return 0
+        for key in dropped:
+            del self.done[key]
+        with atomic_writer(self.path) as f:
+            for record in self.done.values():
+                append_jsonl(f, record)
+        return len(dropped)
+
     def append(self, record: Mapping[str, Any]) -> None:
         """Write one record durably."""
         if self._file is None:

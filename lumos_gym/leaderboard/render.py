@@ -26,6 +26,12 @@ episode (:mod:`lumos_gym.leaderboard.stats`), and the md, csv and html outputs t
 row's difference per env and for the suite score, with its paired interval and test; without a
 reference they are as before. :func:`render_comparison` writes the full paired table of two
 rows (``--compare A B``).
+
+Failures of the machinery: a row with episodes that ended in ``infra-error`` (a backend or env
+server failed, not the agent; :func:`~lumos_gym.leaderboard.results.is_infra_error`) has them
+left out of its means and paired differences, carries :data:`INFRA_MARK` after its name, and a
+note under the table names their count per env; :func:`validate` refuses its folder unless
+``allow_infra_errors``. A board without such a row renders as it always did.
 """
 
 from __future__ import annotations
@@ -69,6 +75,8 @@ from lumos_gym.leaderboard.results import (
     differences,
     env_kind,
     episodes_path,
+    infra_errors,
+    is_infra_error,
     keys_sha256,
     metrics_for,
     read_results,
@@ -106,6 +114,18 @@ CEILING_NOTE = (
     "gold actions): what the env lets a perfect agent score; never ranked. Rows marked "
     "counterfactual replace one module of an agent with gold data (the gold plan, or gold "
     "grounding): they attribute the agent's failures to its modules and are never ranked either."
+)
+
+
+#: The mark after the name of a row with episodes that ended in ``infra-error``.
+INFRA_MARK = "⚠"
+#: What :data:`INFRA_MARK` means, written under a table that has such a row.
+INFRA_NOTE = (
+    f"{INFRA_MARK} marks a row with episodes that ended in infra-error: a failure of the "
+    "machinery (the model backend or an env server: an engine that dropped a request, a "
+    "server that timed out through its retries), not of the agent. They are left out of the "
+    "row's means, intervals and paired differences instead of counting as 0, so the row "
+    "rests on fewer episodes; lumos-gym evaluate --resume with the run's --out plays them again."
 )
 
 
@@ -248,6 +268,18 @@ class Entry:
     score: dict[str, Any]
     rank: int = 0
     covered: int = 0
+    #: env id → the episodes of the row's envs that ended in ``infra-error`` (none: empty)
+    infra: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def infra_errors(self) -> int:
+        """Return the episodes of the row that ended in ``infra-error`` (left out of its means)."""
+        return sum(self.infra.values())
+
+    @property
+    def label(self) -> str:
+        """Return the row's name as shown: with :data:`INFRA_MARK` when it has infra errors."""
+        return f"{self.name} {INFRA_MARK}" if self.infra else self.name
 
     @property
     def ceiling(self) -> bool:
@@ -352,7 +384,9 @@ def build_entry(name: str, dirs: Sequence[ResultsDir], envs: Iterable[str] | Non
     """Build one run's row from its folders (restricted to ``envs`` when given).
 
     An env's cell is its folder's summary.json entry when exactly one folder holds that env
-    and its summary has the current format; otherwise it is recomputed from the episodes.
+    and its summary has the current format and counts the env's ``infra-error`` episodes as
+    the records do; otherwise it is recomputed from the episodes. An env whose every episode
+    ended in ``infra-error`` has no score, hence no cell.
     The suite score is the single folder's when it covers exactly the row's envs, else it is
     recomputed from the episodes of every folder. A folder with problems (lines that do not
     load, an unreadable summary) is always recomputed from the episodes that load.
@@ -367,6 +401,10 @@ def build_entry(name: str, dirs: Sequence[ResultsDir], envs: Iterable[str] | Non
                               f"this run (e.g. {repeated[0]}); the first copies kept")
     records = [r for r in by_key.values() if wanted is None or r["env_id"] in wanted]
     recomputed = summarize(records) if records else None
+    infra: dict[str, int] = {}
+    for record in records:
+        if is_infra_error(record):
+            infra[record["env_id"]] = infra.get(record["env_id"], 0) + 1
     holders: dict[str, list[ResultsDir]] = {}
     for d in dirs:
         env_ids = set((d.summary or {}).get("envs") or {}) | {r["env_id"] for r in d.records}
@@ -379,24 +417,48 @@ def build_entry(name: str, dirs: Sequence[ResultsDir], envs: Iterable[str] | Non
         summary = owners[0].summary or {}
         published = (summary.get("envs") or {}).get(env_id)
         current = summary.get("format") == SUMMARY_FORMAT and published and published.get("ci95")
+        # a summary written before its infra-error episodes were told apart scored them 0
+        same_infra = bool(published) and published.get("infra_errors", 0) == infra.get(env_id, 0)
         # a folder with unreadable lines: its summary counts episodes that no longer load
-        if len(owners) == 1 and current and not owners[0].problems:
+        if len(owners) == 1 and current and same_infra and not owners[0].problems:
             cells[env_id] = _cell(env_id, published)
         elif recomputed and env_id in recomputed["envs"]:
-            cells[env_id] = _cell(env_id, recomputed["envs"][env_id])
+            if recomputed["envs"][env_id]["mean"] is not None:  # else no episode has a score
+                cells[env_id] = _cell(env_id, recomputed["envs"][env_id])
         elif published:  # an old summary without episodes: mean and SE, no interval
             cells[env_id] = _cell(env_id, {"primary_metric": "reward", **published})
     only = dirs[0].summary if len(dirs) == 1 and not dirs[0].problems else None
-    if only and only.get("format") == SUMMARY_FORMAT and set(only.get("envs") or {}) == set(cells):
+    only_current = (
+        only and only.get("format") == SUMMARY_FORMAT and set(only.get("envs") or {}) == set(cells)
+        and (only.get("overall") or {}).get("infra_errors", 0) == sum(infra.values())
+    )
+    if only_current:
         score = dict(only["score"])
-    elif recomputed and set(recomputed["envs"]) == set(cells):
+    elif recomputed and _scored_envs(recomputed) == set(cells):
         score = recomputed["score"]
     else:
         score = suite_mean_se([{"mean": c.mean, "se": c.se} for c in cells.values()])
     grouped: dict[str, list[dict[str, Any]]] = {}
     for record in sorted(records, key=lambda r: r["key"]):
         grouped.setdefault(record["env_id"], []).append(record)
-    return Entry(name, list(dirs), grouped, cells, score)
+    return Entry(name, list(dirs), grouped, cells, score, infra=dict(sorted(infra.items())))
+
+
+def _scored_envs(summary: Mapping[str, Any]) -> set[str]:
+    """The envs of a summary that have a score (not every episode ended in ``infra-error``)."""
+    return {e for e, stats in (summary.get("envs") or {}).items() if stats.get("mean") is not None}
+
+
+def infra_markdown(board: Board) -> list[str]:
+    """The note under the measured table on rows with ``infra-error`` episodes (none: empty)."""
+    flagged = [e for e in board.entries if e.infra]
+    if not flagged:
+        return []
+    rows = "; ".join(
+        f"{e.name}: {e.infra_errors} episode{'s' if e.infra_errors != 1 else ''} ("
+        + ", ".join(f"{short_env(env)} {n}" for env, n in e.infra.items()) + ")"
+        for e in flagged)
+    return ["", f"{INFRA_NOTE} Infra-error episodes left: {rows}."]
 
 
 def _reads_gold(agent: str) -> bool:
@@ -496,6 +558,11 @@ def load_board(paths: Sequence[str | Path], *, suite: str | None = None) -> Boar
             shown = ", ".join(f"{i}/{n}" for i, n in sorted(shards))
             warnings.append(f"{name}: only shard(s) {shown} of a run; merge every shard "
                             "(lumos-gym merge) before comparing it")
+        if not entry.cells and entry.infra:
+            warnings.append(f"{name}: every episode ended in infra-error ({entry.infra_errors}: "
+                            "the backend or env server failed), so it has no score; left out "
+                            "(lumos-gym evaluate --resume plays them again)")
+            continue
         if not entry.cells:
             warnings.append(f"{name}: no env of suite {suite} in its results; left out")
             continue
@@ -585,7 +652,7 @@ def render_markdown(board: Board) -> str:
     rows = []
     for entry in board.entries:
         rows.append([
-            entry.rank_text, entry.name, entry.agent, entry.models, cell_text(entry.score),
+            entry.rank_text, entry.label, entry.agent, entry.models, cell_text(entry.score),
             f"{entry.covered}/{len(board.envs)}",
             *[cell_text(entry.cells.get(e)) for e in board.envs], entry.episodes,
         ])
@@ -598,6 +665,7 @@ def render_markdown(board: Board) -> str:
         f"more. {CEILING_NOTE}", "",
     ]
     lines += markdown_table(headers, rows, align="r")
+    lines += infra_markdown(board)
     lines += paired_markdown(board)
     lines += _claims_md(board)
     lines += _seeds_md(board)
@@ -622,14 +690,17 @@ def render_csv(board: Board) -> str:
     """Render the board as a tidy CSV.
 
     One row per run and env (and one for its suite score), then one per reported agent and
-    dataset.
+    dataset. When a row has episodes that ended in ``infra-error``, a last column
+    ``infra_errors`` counts them (per env; the row's total on its suite score).
     """
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
+    infra = ["infra_errors"] if any(e.infra for e in board.entries) else []
     extra = PAIRED_CSV_COLUMNS if board.paired is not None else []
-    pad = [""] * len(extra)
+    pad = [""] * (len(extra) + len(infra))
     writer.writerow(["kind", "rank", "run", "agent", "models", "env", "metric", "mean", "se",
-                     "ci_low", "ci_high", "episodes", *extra])
+                     "ci_low", "ci_high", "episodes", *extra, *infra])
+    paired_pad = [""] * len(extra)
     for entry in board.entries:
         score = entry.score
         ci = score.get("ci95") or [None, None]
@@ -637,7 +708,7 @@ def render_csv(board: Board) -> str:
         writer.writerow([
             kind, rank, entry.name, entry.agent, entry.models, "suite score",
             f"mean of {score.get('envs', 0)} envs", score.get("mean"), score.get("se"), ci[0],
-            ci[1], entry.episodes, *pad,
+            ci[1], entry.episodes, *paired_pad, *([entry.infra_errors] if infra else []),
         ])
         for env_id in board.envs:
             cell = entry.cells.get(env_id)
@@ -645,9 +716,10 @@ def render_csv(board: Board) -> str:
                 continue
             ci = cell.ci95 or [None, None]
             writer.writerow([kind, rank, entry.name, entry.agent, entry.models, env_id,
-                             cell.metric, cell.mean, cell.se, ci[0], ci[1], cell.episodes, *pad])
+                             cell.metric, cell.mean, cell.se, ci[0], ci[1], cell.episodes,
+                             *paired_pad, *([entry.infra.get(env_id, 0)] if infra else [])])
     for row in paired_csv_rows(board):
-        writer.writerow(row)
+        writer.writerow(row + [""] * len(infra))
     reported = board.reported
     metric = {d["name"]: d["metric"] for d in reported.datasets}
     for row in reported.rows:
@@ -691,7 +763,7 @@ def render_png(board: Board, out: Path, *, max_runs: int = 12) -> Path:
             means.append(mean)
             low.append(max(mean - ci[0], 0.0) if ci else 0.0)
             high.append(max(ci[1] - mean, 0.0) if ci else 0.0)
-        label = f"{entry.rank_text}. {entry.name}"
+        label = f"{entry.rank_text}. {entry.label}"
         ax.bar(xs, means, width, yerr=[low, high], capsize=3, label=label)
     ax.set_xticks(range(len(groups)))
     ax.set_xticklabels(groups, rotation=30, ha="right")
@@ -1030,6 +1102,7 @@ def render_html(board: Board, out: Path, *, trajectories: bool = True) -> list[P
         ' <span id="shown"></span></p>'
         f'<div class="wrap"><table id="measured" class="sortable"><thead><tr>{"".join(heads)}'
         f'</tr></thead><tbody>{"".join(rows)}</tbody></table></div>'
+        + markdown_section_html(infra_markdown(board))
         + paired_html(board)
         + markdown_section_html(_claims_md(board))
         + markdown_section_html(_seeds_md(board))
@@ -1138,7 +1211,7 @@ def _measured_row(board: Board, entry: Entry, pages: Mapping[str, Path], out: Pa
     cells = [
         f'<td class="num" data-value="{entry.rank or len(board.entries) + 1}">'
         f"{entry.rank_text}</td>",
-        f'<td class="name" title="{_e(title)}">{_e(entry.name)}</td>',
+        f'<td class="name" title="{_e(title)}">{_e(entry.label)}</td>',
         f'<td class="name">{_e(entry.agent)}</td>',
         f"<td>{_e(entry.models)}</td>",
         f'<td class="num" data-value="{float(score.get("mean", 0.0))!r}">'
@@ -1576,7 +1649,9 @@ def _major(version: object) -> str:
     return str(version).split(".", 1)[0]
 
 
-def validate_dir(path: str | Path, *, suite: str | None = None) -> list[str]:
+def validate_dir(
+    path: str | Path, *, suite: str | None = None, allow_infra_errors: bool = False
+) -> list[str]:
     """Check one submitted results folder; return its problems (empty: valid).
 
     Checks: run.json, summary.json and episodes.jsonl present and readable (every line an
@@ -1584,7 +1659,9 @@ def validate_dir(path: str | Path, *, suite: str | None = None) -> list[str]:
     (not a shard) with every planned episode present and none outside the plan, the plan's
     keys matching its checksum; ``suite`` (when given) is the run's suite, with the same file
     checksum as the shipped one; summary.json equal to the summary recomputed from the
-    episodes (timing and provenance aside); the provenance fields present.
+    episodes (timing and provenance aside); the provenance fields present; and, unless
+    ``allow_infra_errors``, no episode that ended in ``infra-error`` (a backend or env server
+    failed: the episode has no score, and ``evaluate --resume`` plays it again).
     """
     folder = Path(path)
     problems: list[str] = []
@@ -1611,6 +1688,8 @@ def validate_dir(path: str | Path, *, suite: str | None = None) -> list[str]:
         read = read_results(folder)
         problems += read.problems
         records = list(read.records.values())
+        if not allow_infra_errors:
+            problems += _check_infra(folder, records)
     if run is not None:
         problems += _check_run(run, run_path, records, __version__, suite)
     if summary is not None:
@@ -1634,6 +1713,18 @@ def validate_dir(path: str | Path, *, suite: str | None = None) -> list[str]:
                     problems.append(f"{summary_path}: its provenance's {key} differs from "
                                     "run.json's (files of different runs?)")
     return problems
+
+
+def _check_infra(folder: Path, records: Sequence[Mapping[str, Any]]) -> list[str]:
+    """One problem naming the episodes that ended in ``infra-error``, if any."""
+    n = infra_errors(records)
+    if not n:
+        return []
+    first = next(r for r in records if is_infra_error(r))
+    return [f"{episodes_path(folder)}: {n} episode(s) ended in infra-error (the backend or env "
+            f"server failed, not the agent; e.g. {first['key']}: {first.get('reason')}): play "
+            f"them again with lumos-gym evaluate --resume --out {folder}, or pass "
+            "--allow-infra-errors to accept them (they are left out of the means)"]
 
 
 def _check_run(
@@ -1734,8 +1825,10 @@ def _check_whole_suite(run: Mapping[str, Any], run_path: Path, suite: str) -> li
             f"episodes, the suite {len(keys)} (run it without --limit or --seed)"]
 
 
-def validate(paths: Sequence[str | Path], *, suite: str | None = None) -> tuple[int, list[str]]:
-    """Validate every results folder under ``paths``.
+def validate(
+    paths: Sequence[str | Path], *, suite: str | None = None, allow_infra_errors: bool = False
+) -> tuple[int, list[str]]:
+    """Validate every results folder under ``paths`` (:func:`validate_dir`).
 
     Returns:
         ``(folders checked, problems)``; each problem names its file.
@@ -1750,5 +1843,5 @@ def validate(paths: Sequence[str | Path], *, suite: str | None = None) -> tuple[
             continue
         for folder in folders:
             checked += 1
-            problems += validate_dir(folder, suite=suite)
+            problems += validate_dir(folder, suite=suite, allow_infra_errors=allow_infra_errors)
     return checked, problems

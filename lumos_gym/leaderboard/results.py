@@ -7,7 +7,8 @@ provenance and configuration fingerprint) and ``summary.json`` (:func:`summarize
 episode records: the first is the env's primary metric, whose per-episode value is the
 record's ``reward`` (the env's terminal reward is its primary metric); the others are read
 from the record's ``metrics``. An episode that ended without metrics (an agent or tool error,
-a context limit) scores 0 on every metric. Each metric gets its mean over episodes, the
+a context limit) scores 0 on every metric; one that ended in ``infra-error`` is not scored
+(below). Each metric gets its mean over episodes, the
 standard error of that mean (sample standard deviation / sqrt(n)) and a 95% percentile
 bootstrap interval: :data:`BOOTSTRAP_RESAMPLES` resamples of the env's episodes with
 replacement, drawn by ``numpy.random.default_rng(BOOTSTRAP_SEED)``, the interval being the
@@ -25,6 +26,17 @@ counts the same, whatever its number of episodes). Its standard error is
 is a percentile bootstrap resampling the episodes within each env (one generator seeded with
 :data:`BOOTSTRAP_SEED`, envs in sorted order).
 
+**Failures of the machinery.** An episode that ended in ``infra-error`` (:func:`is_infra_error`:
+a backend or env server failed, not the agent) has no score: it is left out of every mean,
+standard error and interval (per env, per level, the suite score and the pooled one) and
+counted apart, as ``infra_errors`` beside ``episodes`` (which counts every record) and under
+``statuses``; a summary without one has neither key, as before. An env whose every episode
+ended so has ``None`` for its means and is left out of the suite score. ``lumos-gym evaluate
+--resume`` plays such episodes again; the leaderboard flags a row that still has any and
+``--validate`` refuses its folder. Records written before the status existed called these
+``agent-error``; :func:`episode_status` reads the ones whose ``reason`` is a known message of
+the machinery (:data:`LEGACY_INFRA_REASONS`) as ``infra-error`` (the file is not rewritten).
+
 **Determinism.** Two runs with the same seed give equal summaries apart from the keys in
 :data:`NONDETERMINISTIC_KEYS` (``timing``: wall, env, tool and model seconds; ``provenance``:
 when, where and with which code the run was made); :func:`comparable` drops them.
@@ -36,6 +48,7 @@ import gzip
 import hashlib
 import json
 import math
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,7 +57,7 @@ from typing import Any
 import numpy as np
 
 from lumos_gym import __version__
-from lumos_gym.agents.runner import STATUSES
+from lumos_gym.agents.runner import INFRA_ERROR, STATUSES
 from lumos_gym.envs import ENVS
 from lumos_gym.envs.registration import fill_from_families
 from lumos_gym.errors import LumosGymError
@@ -73,6 +86,45 @@ SCORE_RULE = (
 
 class ResultsError(LumosGymError):
     """A results folder cannot be read, or shards cannot be merged."""
+
+
+# ------------------------------------------------------------------ failures of the machinery
+#: The ``reason`` of an ``agent-error`` record that was a failure of the machinery, written
+#: before the ``infra-error`` status existed; each pattern matches the whole reason, as the
+#: backend wrote it: the openvino backend's request that the pipeline dropped (``IGNORED``: no
+#: room in its key/value cache), and the openai backend's transient failure (a timeout, a
+#: connection error, HTTP 429 or 5xx) that lasted through every retry.
+LEGACY_INFRA_REASONS = (
+    re.compile(r"the OpenVINO pipeline did not finish the request \(\w+\)"),
+    re.compile(r"POST \S+ .+ \(gave up after \d+ attempts\)", re.DOTALL),
+)
+
+
+def episode_status(record: Mapping[str, Any]) -> str:
+    """Return an episode record's status, an old record's failure of the machinery migrated.
+
+    ``agent-error`` with one of the :data:`LEGACY_INFRA_REASONS` reads as ``infra-error``; any
+    other record's status is its own.
+    """
+    status = str(record.get("status", ""))
+    if status == "agent-error":
+        reason = str(record.get("reason") or "")
+        if any(pattern.fullmatch(reason) for pattern in LEGACY_INFRA_REASONS):
+            return INFRA_ERROR
+    return status
+
+
+def is_infra_error(record: Mapping[str, Any]) -> bool:
+    """Whether an episode ended in ``infra-error`` (a backend or env server failed).
+
+    Such an episode has no score: summaries leave it out of their means and count it apart.
+    """
+    return episode_status(record) == INFRA_ERROR
+
+
+def infra_errors(records: Iterable[Mapping[str, Any]]) -> int:
+    """Return how many of ``records`` ended in ``infra-error``."""
+    return sum(is_infra_error(r) for r in records)
 
 
 # -------------------------------------------------------------------------------- metrics
@@ -179,9 +231,12 @@ def _sort_key(record: Mapping[str, Any]) -> str:
 
 
 def _counts(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    statuses = {s: 0 for s in STATUSES}
+    # infra-error is counted only when an episode has it: the summaries of runs without one
+    # keep the layout they always had
+    statuses = {s: 0 for s in STATUSES if s != INFRA_ERROR}
     for r in records:
-        statuses[r["status"]] = statuses.get(r["status"], 0) + 1
+        status = episode_status(r)
+        statuses[status] = statuses.get(status, 0) + 1
     steps = [int(r.get("steps", 0)) for r in records]
     return {
         "statuses": statuses,
@@ -208,13 +263,29 @@ def metric_values(record: Mapping[str, Any], metric: Metric) -> float:
     return float(value) if isinstance(value, int | float) else 0.0
 
 
+_NO_SCORE: dict[str, Any] = {"mean": None, "se": None, "ci95": None}
+
+
+def _scored_stats(values: Sequence[float]) -> dict[str, Any]:
+    """:func:`metric_stats` of the scored episodes' values; ``None`` for each without any."""
+    return metric_stats(values) if values else dict(_NO_SCORE)
+
+
+def _with_infra(records: Sequence[Mapping[str, Any]]) -> dict[str, int]:
+    """``{"infra_errors": n}`` when ``n`` of ``records`` ended in ``infra-error``, else empty."""
+    n = infra_errors(records)
+    return {"infra_errors": n} if n else {}
+
+
 def _env_summary(env_id: str, records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     task_type, primary = env_kind(env_id, records)
     metrics = metrics_for(task_type, primary)
-    stats = {m.name: metric_stats([metric_values(r, m) for r in records]) for m in metrics}
+    scored = [r for r in records if not is_infra_error(r)]
+    stats = {m.name: _scored_stats([metric_values(r, m) for r in scored]) for m in metrics}
     head = stats[metrics[0].name]
     summary = {
         "episodes": len(records),
+        **_with_infra(records),
         "task_type": task_type,
         "primary_metric": metrics[0].name,
         "mean": head["mean"],
@@ -223,7 +294,7 @@ def _env_summary(env_id: str, records: Sequence[Mapping[str, Any]]) -> dict[str,
         "metrics": stats,
         **_counts(records),
     }
-    groups = group_stats(records)
+    groups = group_stats(scored)
     if groups:
         summary["groups"] = groups
     return summary
@@ -234,8 +305,9 @@ def group_stats(records: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, Any
 
     The group of an episode is its record's ``group`` (``lumos-gym evaluate`` writes it for
     envs whose tasks have levels or families); empty unless every record has one and there are
-    two groups or more.
+    two groups or more. Episodes that ended in ``infra-error`` are left out.
     """
+    records = [r for r in records if not is_infra_error(r)]
     if not records or not all(r.get("group") for r in records):
         return {}
     by_group: dict[str, list[float]] = {}
@@ -294,15 +366,22 @@ def summarize(records: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
         by_env.setdefault(record["env_id"], []).append(record)
     by_env = dict(sorted(by_env.items()))
     envs = {env_id: _env_summary(env_id, rs) for env_id, rs in by_env.items()}
-    rewards = [float(r.get("reward", 0.0)) for r in ordered]
-    pooled = metric_stats(rewards)
+    scored = [r for r in ordered if not is_infra_error(r)]
+    rewards = [float(r.get("reward", 0.0)) for r in scored]
+    pooled = metric_stats(rewards) if rewards or not ordered else dict(_NO_SCORE)
+    scored_by_env = {env_id: kept for env_id, rs in by_env.items()
+                     if (kept := [r for r in rs if not is_infra_error(r)])}
+    score = _suite_score(scored_by_env, envs)
+    if by_env and not scored_by_env:  # every episode ended in infra-error: no score at all
+        score = {**score, "mean": None, "se": None}
     return {
         "format": SUMMARY_FORMAT,
         "bootstrap": {"method": "percentile", "resamples": BOOTSTRAP_RESAMPLES,
                       "seed": BOOTSTRAP_SEED, "confidence": CONFIDENCE},
         "envs": envs,
-        "score": _suite_score(by_env, envs),
-        "overall": {"episodes": len(ordered), **pooled, **_counts(ordered)},
+        "score": score,
+        "overall": {"episodes": len(ordered), **_with_infra(ordered), **pooled,
+                    **_counts(ordered)},
         "timing": {
             "envs": {env_id: _timing(rs) for env_id, rs in by_env.items()},
             "overall": _timing(ordered),
@@ -331,8 +410,10 @@ def format_table(summary: Mapping[str, Any]) -> str:
                          if c and s != "completed")
         steps = group.get("steps")
         tokens = f"{group['input_tokens']}/{group['output_tokens']}" if statuses else "-"
+        mean = ("-" if group["mean"] is None  # every episode ended in infra-error
+                else f"{group['mean']:.3f} ± {group['se']:.3f}")
         return [
-            name, str(group["episodes"]), metric, f"{group['mean']:.3f} ± {group['se']:.3f}",
+            name, str(group["episodes"]), metric, mean,
             _interval_text(group.get("ci95")), others or "-",
             str(statuses.get("completed", 0)) if statuses else "-", rest or "-",
             f"{steps['mean']:.1f}" if isinstance(steps, Mapping) else "-", tokens,
@@ -341,7 +422,8 @@ def format_table(summary: Mapping[str, Any]) -> str:
     for name, group in summary["envs"].items():
         metrics = group.get("metrics", {})
         primary = group.get("primary_metric", "reward")
-        others = ", ".join(f"{m} {s['mean']:.3f}" for m, s in metrics.items() if m != primary)
+        others = ", ".join(f"{m} {s['mean']:.3f}" for m, s in metrics.items()
+                           if m != primary and s["mean"] is not None)
         rows.append(row(name, group, primary, others))
         for level, stats in (group.get("groups") or {}).items():
             rows.append(row(f"  {level}", stats, primary, ""))
@@ -350,7 +432,13 @@ def format_table(summary: Mapping[str, Any]) -> str:
         total = {"episodes": summary["overall"]["episodes"], **score}
         rows.append(row("suite score", total, f"mean of {score['envs']} envs", ""))
     rows.append(row("overall", summary["overall"], "all episodes", ""))
-    return table(headers, rows)
+    text = table(headers, rows)
+    infra = int(summary["overall"].get("infra_errors") or 0)
+    if infra:
+        text += (f"\n{infra} episode(s) ended in infra-error (the backend or env server failed, "
+                 "not the agent): left out of every mean; lumos-gym evaluate --resume with the "
+                 "same --out plays them again")
+    return text
 
 
 # ------------------------------------------------------------------------- episode keys
@@ -431,7 +519,9 @@ def read_episodes(
     ``status``) and a second record of the same episode are skipped, each named in the
     problems returned. With ``strict`` (a file a run appends to, its torn last line already
     cut) every line must be a record with a key, kept as written; a second record of an
-    episode is skipped and named too (a resumed run drops it from the file).
+    episode is skipped and named too (a resumed run drops it from the file). Read as results
+    (not ``strict``), an old record of a failure of the machinery gets the status
+    ``infra-error`` (:func:`episode_status`); the file is left as it is.
 
     Returns:
         ``(records, problems)``: key → record, and one line per skipped line naming it.
@@ -464,7 +554,8 @@ def read_episodes(
                 problem = f"not an episode record ({e})"
             else:
                 if key not in records:
-                    records[key] = record if strict else {**record, "key": key}
+                    records[key] = record if strict else {
+                        **record, "key": key, "status": episode_status(record)}
                 else:  # skipped in strict mode too: a run never writes an episode twice
                     problems.append(f"{path}:{n}: a second record of {key}, skipped")
                 continue

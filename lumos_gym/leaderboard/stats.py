@@ -3,8 +3,10 @@
 Two runs of the same episodes are compared episode by episode. Episodes pair by their env,
 task and seed (:func:`pair_key`; the env's other arguments are left out, so the oracle's
 ``privileged`` episodes pair with everyone's); an episode present in one run only is counted
-apart and left out of every number. Pairs are sorted by key before anything is drawn, so every
-result depends only on the two sets of episodes, never on the order of their files.
+apart and left out of every number, and so is one that ended in ``infra-error`` in either run
+(a backend or env server failed: it has no score, :func:`~.results.is_infra_error`). Pairs are
+sorted by key before anything is drawn, so every result depends only on the two sets of
+episodes, never on the order of their files.
 
 For one env (or one level of an env) with paired values ``a_i`` and ``b_i``:
 
@@ -44,6 +46,7 @@ import numpy as np
 
 from lumos_gym.leaderboard.results import (
     Metric,
+    is_infra_error,
     metric_values,
     percentile_interval,
     resampled_means,
@@ -102,7 +105,8 @@ class Pairing:
 def _by_key(records: Iterable[Mapping[str, Any]]) -> dict[str, Mapping[str, Any]]:
     out: dict[str, Mapping[str, Any]] = {}
     for record in records:
-        out.setdefault(pair_key(record), record)  # a repeated episode: the first one counts
+        if not is_infra_error(record):  # no score: its partner is left unpaired
+            out.setdefault(pair_key(record), record)  # a repeated episode: the first one counts
     return out
 
 
@@ -113,7 +117,8 @@ def pair_records(
 
     Two records of one key whose ``task`` texts are both strings and differ are different
     tasks under one id (another data file, another generator): they are named in
-    ``mismatched`` and not paired.
+    ``mismatched`` and not paired. A record that ended in ``infra-error`` is left out, so its
+    partner in the other run counts as that run's only.
     """
     left, right = _by_key(a), _by_key(b)
     pairing = Pairing({})

@@ -100,6 +100,13 @@ class Completion:
         error: the error message when ``stop_reason == "error"``.
         tokens: the call's token ids and log-probabilities, when the request asked for them
             (``logprobs``) and the backend provides them.
+        infra: with ``stop_reason == "error"``, whether the machinery failed rather than the
+            request: the engine did not finish it (OpenVINO's ``IGNORED``), or the server or
+            the connection kept failing through the backend's retries (a timeout, a refused
+            connection, HTTP 429 or 5xx). Another try may succeed; the runner ends the episode
+            with ``infra-error`` and plays it again. False (the default) for a request's own
+            problem (too long for the context, no chat template, HTTP 400): ``agent-error``
+            or ``context-limit``, never retried.
     """
 
     text: str
@@ -109,6 +116,7 @@ class Completion:
     model_id: str = ""
     error: str | None = None
     tokens: TokenTrace | None = None
+    infra: bool = False
 
 
 @dataclass

@@ -8,7 +8,10 @@ can batch them on its side, and the completions come back in request order.
 Failures follow one rule: transient ones (connection errors, timeouts, HTTP 429 and 5xx) are
 retried with exponential backoff and jitter, honouring ``Retry-After``; anything else (HTTP 400,
 401, 404, a malformed answer) is final at once. A request that still fails becomes a
-``Completion(stop_reason="error")``, so one bad request never takes down a batch.
+``Completion(stop_reason="error")``, so one bad request never takes down a batch; one that
+failed for a transient reason through every retry is marked ``infra=True`` (the server or the
+connection failed, not the request: the runner records ``infra-error`` and plays the episode
+again).
 :meth:`OpenAIBackend.health_check` (run at construction unless ``check=False``) fails fast with
 one :class:`~lumos_gym.errors.BackendError` when the server is down or does not serve the model.
 
@@ -302,8 +305,9 @@ class OpenAIBackend(Backend):
                 self._ask_tokens = False
                 endpoint, payload = self._payload(request)
                 body = self._post_with_retries(endpoint, payload)
-        except _RequestFailed as e:
-            return Completion(text="", stop_reason="error", model_id=self.model, error=str(e))
+        except _RequestFailed as e:  # transient: the server or the connection, not the request
+            return Completion(text="", stop_reason="error", model_id=self.model, error=str(e),
+                              infra=e.transient)
         completion = self._parse(endpoint, body, request.stop)
         if request.logprobs and completion.stop_reason != "error":
             completion = replace(completion, tokens=_token_trace(endpoint, body))

@@ -670,10 +670,10 @@ class OpenVINOBackend(Backend):
             ids, skip_special_tokens=True, clean_up_tokenization_spaces=False
         )
 
-    def _error(self, message: str, *, input_tokens: int = 0) -> Completion:
+    def _error(self, message: str, *, input_tokens: int = 0, infra: bool = False) -> Completion:
         return Completion(
             text="", stop_reason="error", input_tokens=input_tokens, model_id=self.model_id,
-            error=message,
+            error=message, infra=infra,
         )
 
 
@@ -807,7 +807,8 @@ class _Session(GenerationSession):
                 done.append((key, completion))
             else:  # IGNORED: no room in the key/value cache (or dropped by another caller)
                 message = f"the OpenVINO pipeline did not finish the request ({status.name})"
-                done.append((key, backend._error(message, input_tokens=len(live.prompt))))
+                done.append((key, backend._error(message, input_tokens=len(live.prompt),
+                                                 infra=True)))
         return done
 
     def _stopped(self, live: _Live) -> bool:

@@ -254,8 +254,12 @@ def _run_envs(
 
 
 def _score(summaries: Sequence[Mapping[str, Any]]) -> float:
-    """The mean over envs of each run's suite score (its primary metric's mean)."""
-    scores = [float((s.get("score") or {}).get("mean", 0.0)) for s in summaries]
+    """The mean over envs of each run's suite score (its primary metric's mean).
+
+    A run whose every episode ended in ``infra-error`` has no score (``None``) and is left out.
+    """
+    means = [(s.get("score") or {}).get("mean", 0.0) for s in summaries]
+    scores = [float(m) for m in means if m is not None]
     return sum(scores) / len(scores) if scores else 0.0
 
 

@@ -43,7 +43,7 @@ from lumos_gym.envs.registration import families, fill_from_families
 from lumos_gym.jsonl import write_json_atomic
 from lumos_gym.leaderboard.evaluate import RunConfig, evaluate
 from lumos_gym.leaderboard.plan import task_group
-from lumos_gym.leaderboard.results import mean_se
+from lumos_gym.leaderboard.results import is_infra_error, mean_se
 from lumos_gym.models.factory import ModelOptions
 from lumos_gym.models.reference import REFERENCE_AGENTS
 from lumos_gym.tools import qa as qa_tool
@@ -354,11 +354,17 @@ def check_test_leakage(
 def score_table(
     runs: Mapping[str, Sequence[Mapping[str, Any]]], groups: Mapping[str, Mapping[str, str]]
 ) -> dict[str, dict[str, dict[str, Any]]]:
-    """Name → ``"env"`` or ``"env / group"`` → mean, SE and episodes."""
+    """Name → ``"env"`` or ``"env / group"`` → mean, SE and episodes.
+
+    Episodes that ended in ``infra-error`` (a backend or env server failed) have no score and
+    are left out.
+    """
     table: dict[str, dict[str, dict[str, Any]]] = {}
     for name, records in runs.items():
         cells: dict[str, list[float]] = {}
         for record in records:
+            if is_infra_error(record):
+                continue
             env = record["env_id"].split("/")[-1]
             reward = float(record.get("reward", 0.0))
             cells.setdefault(env, []).append(reward)
