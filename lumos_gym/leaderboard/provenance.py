@@ -185,10 +185,13 @@ def git_provenance() -> dict[str, Any] | None:
 
 @functools.cache
 def _git() -> dict[str, Any] | None:
-    """Return the commit (and whether the tree differs from it) of a git checkout, else None.
+    """Return the commit (and whether the code differs from it) of a git checkout, else None.
 
     Read once per process: a long run (``improve``, a queue of evaluations) records the code it
-    imported, not a commit made in the checkout while it ran.
+    imported, not a commit made in the checkout while it ran. ``dirty`` says whether a tracked
+    file outside ``leaderboards/`` differs from the commit: the published results are data a
+    run writes (``evaluate --out leaderboards/...``, ``rescore``), not the code that ran, and a
+    rewrite of one of them made every later run of a board count as dirty.
     """
     root = Path(__file__).resolve().parents[2]
     if not (root / ".git").exists():
@@ -199,7 +202,8 @@ def _git() -> dict[str, Any] | None:
             timeout=10, check=True,
         ).stdout.strip()
         status = subprocess.run(
-            ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+            ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no", "--",
+             ".", ":(exclude)leaderboards"],
             capture_output=True, text=True, timeout=20, check=True,
         ).stdout
     except (OSError, subprocess.SubprocessError):
