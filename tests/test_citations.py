@@ -12,7 +12,7 @@ What is checked, in every text file git tracks or would track (new files not ign
 * `.md` and `.png` paths in plain text that start with a top-level folder of the repository
   (`docs/...`, `leaderboards/...`) or with `./` or `../`: from the repository root, or from the
   file's folder;
-* bare document names in capitals (`LUMOS_FORMAT.md`, `STYLE.md`): some tracked file must have
+* bare document names in capitals (`OLD_SPEC.md`, `STYLE.md`): some tracked file must have
   that name, except the names lumos-gym writes into output folders at run time.
 
 Placeholders (`{split}/image.png`, `runs/*/NOTES.md`) and paths under folders that are not the
@@ -155,8 +155,8 @@ def test_cited_documents_are_in_the_repository(page):
 
 def test_the_checks_catch_what_they_are_for(tmp_path):
     page = ROOT / "docs" / "agents.md"
-    assert path_problems(page, "see LUMOS_FORMAT.md §1.5") == [
-        "cites LUMOS_FORMAT.md, which no file of the repository is"]
+    assert path_problems(page, "see OLD_SPEC.md §1.5") == [
+        "cites OLD_SPEC.md, which no file of the repository is"]
     assert path_problems(page, "docs/static/images/lumos_results_{1,2}.png") == [
         "cites docs/static/images/lumos_results_1.png, which the repository does not hold",
         "cites docs/static/images/lumos_results_2.png, which the repository does not hold"]
