@@ -2,7 +2,8 @@
 
 Every replay of given actions runs here: the oracle replay of ``lumos-gym check``
 (:func:`~lumos_gym.envs.checks.replay_gold`), the replay verification of annotations
-(:func:`~lumos_gym.conversion.verify.replay`) and the replays that make the records of the
+(:func:`~lumos_gym.conversion.verify.replay`), the replays of ``lumos-gym rescore``
+(:mod:`lumos_gym.leaderboard.rescore`) and the replays that make the records of the
 ``QA`` tool's model (:mod:`lumos_gym.conversion.qa_tool`). :class:`Replay` resets the env to
 a task and plays action texts (:meth:`Replay.play`, or one at a time with :meth:`Replay.step`);
 its :class:`ReplayResult` keeps each step's observation, reward, end and ``info``, and gives
@@ -127,15 +128,18 @@ class Replay:
         task_id: the task to replay.
         reference: gold facts for the env's reference tool backends, sent as the reset's
             ``options["reference"]``; ``None`` sends none.
+        seed: the reset's seed (a recorded episode's, to replay it as the runner played it);
+            ``None`` leaves the env's generator as it is.
     """
 
     def __init__(
-        self, env: gym.Env, task_id: str, *, reference: Mapping[str, Any] | None = None
+        self, env: gym.Env, task_id: str, *, reference: Mapping[str, Any] | None = None,
+        seed: int | None = None,
     ) -> None:
         options: dict[str, Any] = {"task_id": task_id}
         if reference is not None:
             options["reference"] = reference
-        env.reset(options=options)
+        env.reset(seed=seed, options=options)
         self.env = env
         self.result = ReplayResult(task_id)
 

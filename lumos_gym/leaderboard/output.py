@@ -21,7 +21,7 @@ from lumos_gym.agents.base import Agent
 from lumos_gym.errors import EvaluationError
 from lumos_gym.jsonl import append_jsonl, atomic_writer, drop_partial_line
 from lumos_gym.leaderboard.provenance import adapter_weights, portable_paths
-from lumos_gym.leaderboard.results import ResultsError, differences, read_episodes
+from lumos_gym.leaderboard.results import ResultsError, differences, env_key, read_episodes
 
 
 class ResultsFile:
@@ -213,7 +213,7 @@ def _tasks_by_env(envs: Any) -> dict[str, tuple[str, str]]:
         data = env.get("data")
         checksum = data.get("tasks_sha256") if isinstance(data, Mapping) else None
         if checksum:
-            key = json.dumps([env.get("env_id"), env.get("kwargs")], sort_keys=True, default=str)
+            key = env_key(env.get("env_id"), env.get("kwargs"))
             out[key] = (str(env.get("env_id")), str(checksum))
     return out
 
@@ -234,7 +234,7 @@ def _changed_scorers(
     """
 
     def by_key(envs: Any) -> dict[str, Mapping[str, Any]]:
-        return {json.dumps([e.get("env_id"), e.get("kwargs")], sort_keys=True, default=str): e
+        return {env_key(e.get("env_id"), e.get("kwargs")): e
                 for e in (envs if isinstance(envs, list) else ()) if isinstance(e, Mapping)}
 
     before, after = by_key(recorded), by_key(list(now))

@@ -35,12 +35,13 @@ from pathlib import Path
 from typing import Any
 
 from lumos_gym.envs.registration import make_env
-from lumos_gym.envs.replay import step_env
+from lumos_gym.envs.replay import Replay
 from lumos_gym.errors import EvaluationError
 from lumos_gym.jsonl import write_json_atomic
 from lumos_gym.leaderboard.provenance import git_provenance
 from lumos_gym.leaderboard.results import (
     ResultsError,
+    env_key,
     episodes_path,
     provenance_for_summary,
     read_episodes,
@@ -110,15 +111,12 @@ class RescoreReport:
         return out
 
 
-def _env_key(env_id: str, kwargs: Mapping[str, Any]) -> str:
-    return json.dumps([env_id, kwargs], sort_keys=True, default=str)
-
-
-def _answer_metrics(env: Any, record: Mapping[str, Any]) -> dict[str, float] | None:
+def _answer_metrics(
+    env: Any, task: Any, record: Mapping[str, Any]
+) -> dict[str, float] | None:
     """The metrics of an answer-ending episode under the env's scorer (None: not rescorable)."""
     if record.get("status") != "completed":
         return None
-    task = env.unwrapped.tasks[env.unwrapped._by_id[record["task_id"]]]
     return dict(env.unwrapped.score(record.get("prediction") or "", task))
 
 
@@ -140,10 +138,10 @@ def _replayed_metrics(
 ) -> tuple[dict[str, float] | None, float | None, str | None]:
     """Replay an episode's actions: ``(metrics, reward, None)``, or ``(None, None, why)``."""
     actions = [t for t in record.get("turns") or () if "action" in t]
-    env.reset(seed=record.get("seed", 0), options={"task_id": record["task_id"]})
+    replay = Replay(env, record["task_id"], seed=record.get("seed", 0))
     outcome = None
     for n, turn in enumerate(actions, 1):
-        outcome = step_env(env, turn["action"])
+        outcome = replay.step(turn["action"])
         ended = outcome.terminated or outcome.truncated
         recorded = str(turn.get("observation"))
         if ended and n == len(actions):  # the last observation may show the reward itself
@@ -172,15 +170,16 @@ def _rescore_env(
         unwrapped = env.unwrapped
         result.scorer = getattr(unwrapped, "scorer", None)
         by_answer = bool(getattr(unwrapped, "ends_by_answer", True))
+        tasks = {task.id: task for task in getattr(unwrapped, "tasks", ())}
         for record in records:
             result.reward_before += float(record.get("reward") or 0.0)
-            if record["task_id"] not in getattr(unwrapped, "_by_id", {}):
+            if record["task_id"] not in tasks:
                 result.diverged += 1
                 result.examples.append(f"{record['task_id']}: not among the env's tasks now")
                 result.reward_after += float(record.get("reward") or 0.0)
                 continue
             if by_answer:
-                metrics = _answer_metrics(env, record)
+                metrics = _answer_metrics(env, tasks[record["task_id"]], record)
                 reward = None if metrics is None else float(metrics[unwrapped.primary_metric])
                 why = None
             elif record.get("status") in SCORED_STATUSES and record.get("metrics"):
@@ -248,7 +247,7 @@ def rescore_folder(
     for record in records.values():
         if wanted and record["env_id"] not in wanted:
             continue
-        groups.setdefault(_env_key(record["env_id"], record.get("env_kwargs") or {}),
+        groups.setdefault(env_key(record["env_id"], record.get("env_kwargs") or {}),
                           []).append(record)
     if wanted and not groups:
         raise EvaluationError(f"{folder} has no episodes of {', '.join(sorted(wanted))}")
@@ -270,10 +269,10 @@ def _write_back(
     assert path is not None
     ordered = list(records.values())
     _write_episodes(path, ordered)
-    scorers = {_env_key(e.env_id, e.kwargs): e.scorer for e in report.envs}
+    scorers = {env_key(e.env_id, e.kwargs): e.scorer for e in report.envs}
     for env in run.get("envs") or ():
         if isinstance(env, dict):
-            key = _env_key(str(env.get("env_id")), env.get("kwargs") or {})
+            key = env_key(str(env.get("env_id")), env.get("kwargs") or {})
             if key in scorers:
                 env["scorer"] = scorers[key]
     run.setdefault("rescored", []).append({

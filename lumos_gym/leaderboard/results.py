@@ -442,6 +442,15 @@ def format_table(summary: Mapping[str, Any]) -> str:
 
 
 # ------------------------------------------------------------------------- episode keys
+def env_key(env_id: object, env_kwargs: object) -> str:
+    """Return the key of one env of a run: its id and constructor arguments, as JSON.
+
+    ``run.json``'s env records and the episode records of one env share it (resume compares
+    the two runs' envs by it; ``rescore`` groups episodes by it).
+    """
+    return json.dumps([env_id, env_kwargs], sort_keys=True, default=str)
+
+
 def episode_key(env_id: str, env_kwargs: Mapping[str, Any], task_id: str, seed: int) -> str:
     """Return the key of one episode: env id, constructor arguments, task id and seed."""
     kwargs = json.dumps(dict(env_kwargs), sort_keys=True)

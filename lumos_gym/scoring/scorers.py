@@ -59,13 +59,7 @@ def all_scorers() -> dict[str, Scorer]:
     """Return every declared scorer by name (importing each scoring module)."""
     out: dict[str, Scorer] = {}
     for module_name in _MODULES:
-        try:
-            module = importlib.import_module(module_name)
-        except ModuleNotFoundError as e:
-            if e.name != module_name:
-                raise
-            continue
-        for scorer in getattr(module, "SCORERS", ()):
+        for scorer in importlib.import_module(module_name).SCORERS:
             if scorer.name in out:
                 raise ValueError(f"scorer {scorer.name!r} is declared twice")
             out[scorer.name] = scorer
