@@ -457,3 +457,31 @@ def test_cards_name_the_reward_of_expert_iteration_and_grpo(tmp_path):
         {"reward_mean": 0.25, "sampled_tokens": 50, "seconds": 30.5, "device": "NVIDIA H200"}]}))
     text = card_text(_run({"planner": training_card(cut / "checkpoint-2" / "planner")}))
     assert "150 tokens sampled on cpu then NVIDIA H200, 90 s in all" in text
+
+
+def test_cards_name_the_training_commit_the_data_build_and_each_resumption(tmp_path):
+    from lumos_gym.leaderboard.provenance import training_card
+
+    folder = tmp_path / "grounder"
+    folder.mkdir()
+    report = {
+        "config": {"recipe": "cpu-small", "seed": 3, "batch_size": 2}, "steps": 110,
+        "train_examples": 465, "git": {"commit": "abcdef0123456789", "dirty": False},
+        "data_build": {"id": "0f1e2d3c4b5a6978", "from": "mixture", "seed": 0, "mix": {}},
+        "sessions": [
+            {"from_step": 0, "to_step": 60, "finished": False, "git": {"commit": "abcdef0"}},
+            {"from_step": 60, "to_step": 110, "finished": True, "git": {"commit": "abcdef0"}},
+        ],
+    }
+    (folder / "lumos_training.json").write_text(json.dumps(report))
+    card = training_card(folder)
+    text = card_text(_run({"grounder": card}))
+    assert ("trained at abcdef0, data build 0f1e2d3c4b5a6978 (mixture seed 0), resumed 1 "
+            "time(s) (steps 0-60, 60-110)") in text
+    report.update(sessions=report["sessions"][1:], data_build=None,
+                  git={"commit": "abcdef0123", "dirty": True})
+    (folder / "lumos_training.json").write_text(json.dumps(report))
+    text = card_text(_run({"grounder": training_card(folder)}))
+    assert "trained at abcdef0 (dirty), data build unknown, in one session" in text
+    # a card from before these were recorded says so
+    assert "commit, data build and resumptions not recorded" in card_text(_run({"p": _card(0)}))

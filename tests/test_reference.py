@@ -299,6 +299,9 @@ def test_reproduce_trains_every_agent_on_one_mixture_scores_and_ships(tmp_path, 
                 folder = out / "models" / agent / role
                 run = json.loads((folder / "lumos_training.json").read_text())
                 assert run["steps"] == 2 and run["train_examples"] == 4  # same records and steps
+                assert [x["to_step"] for x in run["sessions"]] == [2]
+        mixture = json.loads((out / "mixture" / "mixture.json").read_text())
+        assert mixture["seed"] == 0 and mixture["mix"] == {"maths": 4}
         assert set(report["scores"]) == {BASE_NAME, "lumos-i", "cot"}
         assert report["scores"]["lumos-i"]["MathWord-v0"]["episodes"] == 2
         assert "MathWord-v0 / level 2" in report["scores"]["cot"]

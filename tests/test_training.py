@@ -459,6 +459,11 @@ def test_a_lora_run_learns(request, tiny, run):
     assert report["tokens_per_second"] > 0 and report["eos"] == "<|endoftext|>"
     assert report["device"] == "cpu"
     assert list(report["data_sha256"].values())[0] and report["resumed_from"] is None
+    # the card's origin: the code, no recorded data build (a file of the test's own), one session
+    assert report["git"] is None or len(report["git"]["commit"]) == 40
+    assert report["data_build"] is None
+    assert [(x["from_step"], x["to_step"], x["finished"]) for x in report["sessions"]] == [
+        (0, 12, True)]
     adapter = json.loads((result.out / "adapter_config.json").read_text())
     given = f"{tiny}{os.sep}" if run == "packed_run" else str(tiny)
     assert adapter["base_model_name_or_path"] == given == report["config"]["base_model"]
@@ -604,5 +609,9 @@ def test_resume_continues_from_the_last_checkpoint(tmp_path, tiny, records_file,
     again = train(_config(records_file, tiny, killed, max_steps=6, save_steps=2,
                           eval_fraction=0, resume=True))
     assert again.report["resumed_from"].endswith("checkpoint-4") and again.report["steps"] == 6
+    # each session is on the card: the first ran to 4, what its checkpoint kept
+    spans = [(x["from_step"], x["to_step"], x["finished"]) for x in again.report["sessions"]]
+    assert spans == [(0, 4, False), (4, 6, True)]
+    assert [(x["from_step"], x["to_step"]) for x in resumed.report["sessions"]] == [(0, 4), (4, 6)]
     assert (killed / "adapter_model.safetensors").is_file()
     assert (killed / "lumos_training.json").is_file()

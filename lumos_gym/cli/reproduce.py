@@ -24,7 +24,11 @@ def add_reproduce(sub: argparse._SubParsersAction) -> None:
                    help="comma-separated: lumos-i, lumos-o, integrated, react, cot, direct")
     p.add_argument("--num-tasks", type=positive_int, default=200,
                    help="data build size (default 200)")
-    p.add_argument("--seed", type=nonnegative_int, default=0)
+    p.add_argument("--seed", type=nonnegative_int, default=0,
+                   help="the training seed, and the mixture's unless --mix-seed is given")
+    p.add_argument("--mix-seed", type=nonnegative_int, default=None,
+                   help="the seed that draws the cpu budget's mixture (default: --seed); keep it "
+                   "fixed to train seeds of one agent on the same records")
     p.add_argument("--base-model", default="smollm2-135m")
     p.add_argument("--threads", type=int, default=None, help="CPU threads for training")
     p.add_argument("--batch-size", type=int, default=8, help="evaluation batch size")
@@ -61,7 +65,7 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
         base_model=args.base_model, threads=args.threads, batch_size=args.batch_size,
         include_base=not args.no_base, progress=not args.no_progress, budget=args.budget,
         until=args.until, parallel=args.parallel, only_families=_names(args.families),
-        leave_out=_names(args.leave_out),
+        leave_out=_names(args.leave_out), mix_seed=args.mix_seed,
     )
     if args.until == "data":
         print(f"data: {report['data']}")

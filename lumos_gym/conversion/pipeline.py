@@ -31,6 +31,7 @@ from lumos_gym.conversion.llm import LLMConverter, RationaleItem
 from lumos_gym.conversion.qa_tool import write_qa_tool_records
 from lumos_gym.conversion.rules import convert_tasks
 from lumos_gym.conversion.verify import verify_annotations
+from lumos_gym.databuild import SPLITS_FILE, build_digest
 from lumos_gym.envs.families import OfflineSplit
 from lumos_gym.envs.registration import fill_from_families, resolve_env_id
 from lumos_gym.errors import LumosGymError
@@ -292,13 +293,13 @@ def build_offline_data(out: str | Path, *, num_tasks: int = 200) -> list[str]:
         {"name": s.name, "env_id": s.env_id, "kwargs": split_kwargs(s, num_tasks), "role": s.role}
         for s in OFFLINE_SPLITS
     ]}
+    manifest["build"] = build_digest(out)  # the build's id, for the training cards
     write_json_atomic(out / SPLITS_FILE, manifest)
-    lines.append(f"{out / SPLITS_FILE}: the {len(OFFLINE_SPLITS)} splits and their env arguments")
+    lines.append(f"{out / SPLITS_FILE}: the {len(OFFLINE_SPLITS)} splits and their env arguments, "
+                 f"data build {manifest['build']['id']}")
     return lines
 
 
-#: The file of a data build that lists its splits with their env arguments.
-SPLITS_FILE = "splits.json"
 
 
 def split_kwargs(split: OfflineSplit, num_tasks: int = 200) -> dict[str, Any]:

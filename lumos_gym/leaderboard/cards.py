@@ -145,6 +145,32 @@ def _role_text(card: Mapping[str, Any]) -> str:
             text += (f" ({rewarded['sampled_tokens']} prompt and generated tokens sampling"
                      f"{_seconds(rewarded.get('sampling_seconds'), '')})")
         text += _leakage_text(rewarded)
+    return text + _origin_text(card)
+
+
+def _origin_text(card: Mapping[str, Any]) -> str:
+    """The code, the data build and the sessions that trained an adapter, as its card says.
+
+    Cards written before they recorded these say so instead of leaving them out.
+    """
+    if "git" not in card and "sessions" not in card:
+        return "; commit, data build and resumptions not recorded (an older training report)"
+    git = card.get("git") or {}
+    text = f"; trained at {str(git.get('commit') or '?')[:7]}"
+    text += " (dirty)" if git.get("dirty") else ""
+    build = card.get("data_build") or {}
+    if build.get("id"):
+        text += f", data build {build['id']}"
+        if build.get("from") == "mixture":
+            text += f" (mixture seed {build.get('seed')})"
+    else:
+        text += ", data build unknown"
+    sessions = card.get("sessions") or []
+    if len(sessions) <= 1:
+        text += ", in one session"
+    else:
+        spans = ", ".join(f"{s.get('from_step')}-{s.get('to_step')}" for s in sessions)
+        text += f", resumed {len(sessions) - 1} time(s) (steps {spans})"
     return text
 
 

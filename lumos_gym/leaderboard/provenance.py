@@ -11,11 +11,9 @@ paths so that they travel between checkouts.
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import platform
-import subprocess
 import sys
 import time
 from collections.abc import Mapping, Sequence
@@ -33,6 +31,7 @@ from lumos_gym.agents.lumos import DATASET_ROUNDS, LUMOS_ROUNDS
 from lumos_gym.conversion.episodes import EXPORT_REPORT
 from lumos_gym.conversion.leakage import LEAKAGE_FILE, leakage_summary
 from lumos_gym.envs.sources import file_sha256, tasks_sha256
+from lumos_gym.gitinfo import git_provenance
 from lumos_gym.jsonl import cache_root, read_json_object
 from lumos_gym.models.base import Backend
 from lumos_gym.training.grpo import REPORT_FILE as GRPO_REPORT
@@ -178,39 +177,6 @@ def data_provenance(env: gym.Env, kwargs: Mapping[str, Any]) -> dict[str, Any]:
     return info
 
 
-def git_provenance() -> dict[str, Any] | None:
-    """Return the commit of this checkout and whether it differs from it (None outside git)."""
-    return _git()
-
-
-@functools.cache
-def _git() -> dict[str, Any] | None:
-    """Return the commit (and whether the code differs from it) of a git checkout, else None.
-
-    Read once per process: a long run (``improve``, a queue of evaluations) records the code it
-    imported, not a commit made in the checkout while it ran. ``dirty`` says whether a tracked
-    file outside ``leaderboards/`` differs from the commit: the published results are data a
-    run writes (``evaluate --out leaderboards/...``, ``rescore``), not the code that ran, and a
-    rewrite of one of them made every later run of a board count as dirty.
-    """
-    root = Path(__file__).resolve().parents[2]
-    if not (root / ".git").exists():
-        return None
-    try:
-        commit = subprocess.run(
-            ["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True,
-            timeout=10, check=True,
-        ).stdout.strip()
-        status = subprocess.run(
-            ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no", "--",
-             ".", ":(exclude)leaderboards"],
-            capture_output=True, text=True, timeout=20, check=True,
-        ).stdout
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return {"commit": commit or None, "dirty": bool(status.strip())}
-
-
 def _hardware() -> dict[str, Any]:
     """Return the CPU model and count, and the GPUs when torch is already loaded."""
     cpu = platform.processor() or None
@@ -276,6 +242,13 @@ def training_card(folder: Path) -> dict[str, Any] | None:
         "device": report.get("device"),
         "torch": report.get("torch_version"),
         "lumos_gym": report.get("lumos_gym_version"),
+        "git": report.get("git"),
+        "data_build": report.get("data_build"),
+        "sessions": [
+            {k: session.get(k) for k in ("from_step", "to_step", "finished")}
+            | {"commit": (session.get("git") or {}).get("commit")}
+            for session in report.get("sessions") or []
+        ] or None,
     }
     rewarded = _reward_source(data)
     if rewarded is not None:
@@ -389,7 +362,7 @@ def provenance(
     backend_info = {role: vars(b.info()) for role, b in sorted(backends.items())}
     return portable_paths(json.loads(json.dumps({
         "lumos_gym": __version__,
-        "git": _git(),
+        "git": git_provenance(),
         "argv": list(argv) if argv is not None else None,
         "agent": described,
         "decoding": {k: config.get(k) for k in ("max_new_tokens", "temperature", "seed",

@@ -30,7 +30,9 @@ from pathlib import Path
 from typing import Any
 
 from lumos_gym import __version__
+from lumos_gym.databuild import files_build
 from lumos_gym.errors import BackendError
+from lumos_gym.gitinfo import git_provenance
 from lumos_gym.jsonl import publish_folder, write_json_atomic
 from lumos_gym.models.sources import TRAINING_REPORT, adapter_base_name, check_adapter_folder
 from lumos_gym.training.config import CONFIG_FILE, TrainConfig, TrainingError
@@ -485,6 +487,60 @@ def _tokens_before(prepared: Prepared) -> int:
     return int(state.get("num_input_tokens_seen", 0) or 0)
 
 
+#: The file of a run's sessions: one entry a ``train`` call (the first, then each resumption).
+SESSIONS_FILE = "lumos_train_sessions.json"
+
+
+def _checkpoint_step(checkpoint: str | None) -> int:
+    """The optimizer step of a ``checkpoint-N`` folder (0 for none)."""
+    if not checkpoint:
+        return 0
+    try:
+        return int(Path(checkpoint).name.rsplit("-", 1)[-1])
+    except ValueError:
+        return 0
+
+
+def start_session(out: Path, resume_from: str | None) -> None:
+    """Record that a ``train`` call starts in ``out``: when, at which step, on which code.
+
+    A fresh run starts the list; a resumed one adds to it, so a card can say that (and where)
+    a run was killed and resumed.
+    """
+    sessions: list[dict[str, Any]] = []
+    if resume_from is not None or (out / SESSIONS_FILE).is_file():
+        try:
+            loaded = json.loads((out / SESSIONS_FILE).read_text(encoding="utf-8"))
+            sessions = [s for s in loaded if isinstance(s, dict)] if isinstance(
+                loaded, list) else []
+        except (OSError, ValueError):
+            sessions = []
+    sessions.append({
+        "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "from_step": _checkpoint_step(resume_from),
+        "git": git_provenance(),
+    })
+    write_json_atomic(out / SESSIONS_FILE, sessions)
+
+
+def finished_sessions(out: Path, *, step: int, seconds: float) -> list[dict[str, Any]]:
+    """The run's sessions, the last one finished at ``step``.
+
+    Each earlier session's steps run to where the next one resumed (what its checkpoints kept).
+    """
+    try:
+        loaded = json.loads((out / SESSIONS_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        loaded = []
+    sessions = [dict(s) for s in loaded if isinstance(s, dict)] if isinstance(loaded, list) else []
+    if not sessions:
+        sessions = [{"started": None, "from_step": 0, "git": git_provenance()}]
+    for session, after in zip(sessions, sessions[1:], strict=False):
+        session["to_step"] = after.get("from_step", 0)
+        session["finished"] = False
+    sessions[-1].update({"to_step": step, "finished": True, "seconds": round(seconds, 1)})
+    return sessions
+
+
 def device_name(device: Any) -> str:
     """A torch device as a card says it: ``cpu``, or the CUDA card's name."""
     import torch
@@ -546,8 +602,11 @@ def finish(prepared: Prepared, trainer: Any, seconds: float) -> TrainResult:
         "tokens_per_second": round(tokens / seconds, 1) if seconds > 0 and tokens else None,
         "resumed_from": prepared.resume_from,
         "merged": str(merged) if merged else None,
+        "git": git_provenance(),
+        "data_build": files_build(config.data),
     }
     if trainer.is_world_process_zero():
+        report["sessions"] = finished_sessions(out, step=state.global_step, seconds=seconds)
         write_json_atomic(out / REPORT_FILE, report)
     return TrainResult(out, merged, report)
 
@@ -569,6 +628,7 @@ def train(config: TrainConfig) -> TrainResult:
         out.mkdir(parents=True, exist_ok=True)
         config.save(out)
         write_json_atomic(out / DATA_FILE, prepared.fingerprint)
+        start_session(out, prepared.resume_from)
     started = time.perf_counter()
     output = trainer.train(resume_from_checkpoint=prepared.resume_from)
     seconds = time.perf_counter() - started

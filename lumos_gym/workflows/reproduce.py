@@ -39,6 +39,7 @@ from lumos_gym.conversion.leakage import (
     read_training,
 )
 from lumos_gym.conversion.pipeline import build_offline_data
+from lumos_gym.databuild import MIXTURE_FILE, mixture_record, recorded_build
 from lumos_gym.envs.registration import families, fill_from_families
 from lumos_gym.jsonl import write_json_atomic
 from lumos_gym.leaderboard.evaluate import RunConfig, evaluate
@@ -227,6 +228,7 @@ def write_mixture(
         target = out / f"{fmt}.jsonl"
         write_subset(data / "train" / f"{fmt}.jsonl", target, ids)
         files[fmt] = target
+    write_json_atomic(out / MIXTURE_FILE, mixture_record(recorded_build(data), seed=seed, mix=mix))
     return files
 
 
@@ -416,6 +418,7 @@ def reproduce_offline(
     progress: bool = True,
     agent_config: Any = None,
     only_families: Sequence[str] = (), leave_out: Sequence[str] = (),
+    mix_seed: int | None = None,
     log: Callable[[str], None] = print,
 ) -> dict[str, Any]:
     """Run every step (see the module docstring) and return the report data.
@@ -424,7 +427,7 @@ def reproduce_offline(
         out: the run's folder (data, mixture, models, results, report).
         agents: the agents to train and score (keys of :data:`AGENT_FORMATS`).
         num_tasks: the data build's size.
-        seed: the seed of the mixture and of training.
+        seed: the seed of training, and of the mixture unless ``mix_seed`` is given.
         base_model: the model every agent adapts.
         threads: CPU threads of each training process.
         batch_size: the evaluation batch size.
@@ -442,6 +445,8 @@ def reproduce_offline(
         agent_config: the agents' config (rounds, decoding...), ``None`` for the defaults.
         only_families: train on these env families' records alone (:func:`family_mix`).
         leave_out: train without these env families' records (they become unseen tasks).
+        mix_seed: the seed that draws the mixture (``None``: ``seed``); training seeds of one
+            agent on the same records keep it fixed.
         log: where step lines go.
 
     Raises:
@@ -450,8 +455,10 @@ def reproduce_offline(
     chosen = _chosen_budget(agents, budget, until)
     mix = family_mix(chosen.mix if mix is None else mix, only=only_families, leave_out=leave_out)
     out = Path(out)
-    data, formats, files = _build_inputs(out, agents, num_tasks=num_tasks, seed=seed, mix=mix,
-                                         log=log)
+    data, formats, files = _build_inputs(
+        out, agents, num_tasks=num_tasks, seed=seed if mix_seed is None else mix_seed, mix=mix,
+        log=log,
+    )
     if until == "data":  # the data (and the mixture) alone
         return {"agents": list(agents), "data": str(data), "models": {}, "scores": {}}
     settings, trained, qa_tool = _train_agents(
@@ -471,6 +478,7 @@ def reproduce_offline(
     table = score_table(runs, {e.env_id: task_groups(e.env_id, e.kwargs) for e in suite})
     report = {
         "agents": list(agents), "base_model": base_model, "num_tasks": num_tasks, "seed": seed,
+        "mix_seed": seed if mix_seed is None else mix_seed,
         "budget": budget, "mix": dict(mix) if mix is not None else "all", "training": settings,
         "families": {"only": list(only_families), "leave_out": list(leave_out)},
         "suite": [{"env_id": e.env_id, "kwargs": dict(e.kwargs), "limit": e.limit} for e in suite],
