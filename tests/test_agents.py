@@ -238,3 +238,14 @@ def test_registry_lists_the_agents_and_the_counterfactuals():
     }
     with pytest.raises(KeyError, match="Did you mean .*'lumos-i'"):
         make_agent("lumos-j")
+
+
+def test_one_step_agents_cannot_act_where_the_env_needs_several_actions():
+    from lumos_gym.agents.plugins import agent_can_act
+
+    for name in ("cot", "direct"):
+        assert not agent_can_act(name, "web") and not agent_can_act(name, "game")
+        assert agent_can_act(name, "math") and agent_can_act(name, "qa")
+    for name in ("lumos-i", "lumos-o", "integrated", "react", "oracle"):
+        assert all(agent_can_act(name, kind) for kind in ("web", "game", "math"))
+    assert agent_can_act("an-agent-not-known-here", "web")  # nothing says it cannot

@@ -291,6 +291,18 @@ def test_the_improve_and_grpo_verbs_run_on_the_tiny_model(tmp_path, tiny, capsys
                  "--lr", "1e-3"])
     assert code == 2 and "positive and distinct" in capsys.readouterr().err
     assert not (tmp_path / "ei-lr").exists()
+    # test episodes never choose nor train: a test split, or a suite marked test, is refused
+    code = main(["improve", *common, "--out", str(tmp_path / "ei-test"), "--val-env",
+                 "MathWord-v0:split=test,num_tasks=1,levels=[1]"])
+    assert code == 2 and "--val-env lumos/MathWord-v0 serves the test split" in (
+        capsys.readouterr().err)
+    code = main(["improve", *common, "--out", str(tmp_path / "ei-test"), "--val-suite", "compare"])
+    assert code == 2 and "--val-suite compare: a test suite" in capsys.readouterr().err
+    testing = [a if a != env else "MathWord-v0:split=test,num_tasks=1,levels=[1]" for a in common]
+    code = main(["grpo", *testing, "--out", str(tmp_path / "grpo-test")])
+    assert code == 2 and "--train-env lumos/MathWord-v0 serves the test split" in (
+        capsys.readouterr().err)
+    assert not (tmp_path / "ei-test").exists() and not (tmp_path / "grpo-test").exists()
 
 
 @pytest.mark.full

@@ -107,6 +107,18 @@ class Agent(ABC):
     #: their grounded actions, from the dataset's converter; see
     #: :func:`lumos_gym.conversion.gold.gold_info`) without making the env privileged.
     needs_gold_plan: ClassVar[bool] = False
+    #: The agent answers in one step and reads no reply of the env (CoT, direct). It cannot act
+    #: in an env whose episodes need several actions, each after the env's reply to the last
+    #: (web and games: :data:`~lumos_gym.envs.tasks.ENV_ENDED_TYPES`): its score there is 0 by
+    #: construction, so the leaderboard's claims leave those envs out for it.
+    single_step: ClassVar[bool] = False
+
+    @classmethod
+    def can_act(cls, task_type: str | None) -> bool:
+        """Whether the agent can act in an env of ``task_type`` (see :attr:`single_step`)."""
+        from lumos_gym.envs.tasks import ENV_ENDED_TYPES
+
+        return not (cls.single_step and task_type in ENV_ENDED_TYPES)
 
     def __init__(self, config: AgentConfig | None = None) -> None:
         self.config = config or AgentConfig()

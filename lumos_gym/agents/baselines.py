@@ -120,6 +120,7 @@ class CoTAgent(_PolicyAgent):
     """Reason, then ``Answer is <answer>.``; no tools."""
 
     name = "cot"
+    single_step = True
 
     def episode(self, observation: str, info: Mapping[str, Any]) -> EpisodeLogic:
         """Ask once and submit the answer the reasoning ends with."""
@@ -132,6 +133,7 @@ class DirectAgent(_PolicyAgent):
     """The answer only, on one line."""
 
     name = "direct"
+    single_step = True
 
     def episode(self, observation: str, info: Mapping[str, Any]) -> EpisodeLogic:
         """Ask once and submit the first line of the answer."""

@@ -99,6 +99,17 @@ def agent_class(spec: str) -> type[Agent]:
     return _checked(getattr(module, attr), spec)
 
 
+def agent_can_act(name: str, task_type: str | None) -> bool:
+    """Whether the registered agent ``name`` can act in envs of ``task_type``.
+
+    True for an agent not known here: nothing says it cannot.
+    """
+    try:
+        return registered_agent(name).can_act(task_type)
+    except LumosGymError:
+        return True
+
+
 def registered_agent(name: str) -> type[Agent]:
     """The class registered under ``name`` (a plugin's imported and checked); never a file.
 

@@ -51,6 +51,7 @@ VERBS: tuple[Callable[[argparse._SubParsersAction], None], ...] = (
     learn.add_grpo,
     leaderboard.add_merge,
     rescore.add_rescore,
+    rescore.add_restrict,
     leaderboard.add_leaderboard,
     attribute.add_attribute,
     view.add_view,

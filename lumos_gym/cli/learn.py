@@ -23,6 +23,45 @@ def _env(value: str) -> tuple[str, dict[str, Any]]:
     return resolve_env_id(env_id), parse_kwargs(pairs)
 
 
+def env_split(env_id: str, kwargs: dict[str, Any]) -> str:
+    """The split an env built with ``kwargs`` serves (its ``split``, else the one given)."""
+    from lumos_gym.envs.registration import make_env
+
+    env = make_env(env_id, **kwargs)
+    try:
+        return str(getattr(env.unwrapped, "split", None) or kwargs.get("split") or "")
+    finally:
+        env.close()
+
+
+def check_splits(envs: list[tuple[str, dict[str, Any]]], *, flag: str,
+                 allowed: tuple[str, ...]) -> None:
+    """Refuse an env whose split is not one of ``allowed``: test episodes never choose or train.
+
+    Raises:
+        LumosGymError: naming the env, its split and the split to use.
+    """
+    for env_id, kwargs in envs:
+        split = env_split(env_id, kwargs)
+        if not split.startswith(allowed):
+            raise LumosGymError(
+                f"{flag} {env_id} serves the {split or 'default'} split; {flag} takes "
+                f"{' or '.join(allowed)} splits only (e.g. split={allowed[0]}): test episodes "
+                "are for reporting, never for choosing or training (docs/results.md)"
+            )
+
+
+def val_suite_envs(name: str) -> list[tuple[str, dict[str, Any]]]:
+    """The envs of a validation suite, refusing a suite marked as a test suite."""
+    from lumos_gym.leaderboard.suites import get_suite
+
+    suite = get_suite(name)
+    if suite.role == "test":
+        raise LumosGymError(f"--val-suite {name}: a test suite (its file's role); choose on a "
+                            "validation suite, e.g. --val-suite validation")
+    return [(entry.env_id, dict(entry.kwargs)) for entry in suite.entries]
+
+
 def _modules(args: argparse.Namespace) -> dict[str, str]:
     if args.agent == "integrated":
         return {"policy": args.policy} if args.policy else {}
@@ -63,8 +102,12 @@ def add_improve(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("improve", help="expert iteration: sample, keep the good episodes, "
                        "train on them, score on validation; N rounds")
     _add_common(p)
-    p.add_argument("--val-env", action="append", default=[], required=True,
-                   metavar="ENV[:K=V,...]", help="a validation-split env, repeatable")
+    p.add_argument("--val-env", action="append", default=[],
+                   metavar="ENV[:K=V,...]", help="a validation-split env, repeatable (a test "
+                   "split is refused)")
+    p.add_argument("--val-suite", default=None, metavar="SUITE",
+                   help="score each round on this suite's envs (e.g. validation; a suite whose "
+                   "role is test is refused)")
     p.add_argument("--val-limit", type=int, default=None, help="tasks per validation env")
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--samples", type=int, default=4, help="episodes per task and round")
@@ -88,9 +131,18 @@ def add_improve(sub: argparse._SubParsersAction) -> None:
 def cmd_improve(args: argparse.Namespace) -> int:
     """Run expert iteration and print its rounds."""
     agent = AgentConfig(max_rounds=args.max_rounds, max_new_tokens=args.max_new_tokens or 128)
+    val_envs = [_env(e) for e in args.val_env]
+    if args.val_suite:
+        val_envs += val_suite_envs(args.val_suite)
+    if not val_envs:
+        raise LumosGymError("name the validation envs: --val-env ENV:split=validation, or "
+                            "--val-suite validation")
+    train_envs = [_env(e) for e in args.train_env]
+    check_splits(train_envs, flag="--train-env", allowed=("train",))
+    check_splits(val_envs, flag="--val-env", allowed=("validation", "dev"))
     report = improve(ImproveConfig(
-        args.agent, _modules(args), args.out, [_env(e) for e in args.train_env],
-        [_env(e) for e in args.val_env], rounds=args.rounds, samples=args.samples,
+        args.agent, _modules(args), args.out, train_envs, val_envs, rounds=args.rounds,
+        samples=args.samples,
         temperature=args.temperature or 0.7, limit=args.limit, val_limit=args.val_limit,
         min_reward=args.min_reward, recipe=args.recipe,
         train={k: v for k, v in (("max_steps", args.max_steps),
@@ -134,6 +186,7 @@ def cmd_grpo(args: argparse.Namespace) -> int:
     if not _modules(args):
         raise LumosGymError("give the starting adapters: --planner and --grounder, or --policy")
     envs = [_env(e) for e in args.train_env]
+    check_splits(envs, flag="--train-env", allowed=("train",))
     _print_leakage(leakage_summary(check_train_tasks(
         envs, args.out, suite=_leakage_suite(args), limit=args.limit)))
     report = grpo(grpo_config(

@@ -1,4 +1,4 @@
-"""``lumos-gym rescore``: score results folders again with today's scorers."""
+"""``lumos-gym rescore`` and ``restrict``: results folders brought to today's scorers and suites."""
 
 from __future__ import annotations
 
@@ -8,21 +8,30 @@ from lumos_gym.envs import load_plugins
 from lumos_gym.leaderboard.rescore import print_report, rescore_folder
 
 
+def _folders_verb(
+    sub: argparse._SubParsersAction, name: str, *, help: str, description: str, dry_run: str
+) -> argparse.ArgumentParser:
+    """A verb that rewrites results folders in place: the folders, and ``--dry-run``."""
+    p = sub.add_parser(name, help=help, description=description)
+    p.add_argument("folders", nargs="+", metavar="RESULTS", help="results folders")
+    p.add_argument("--dry-run", action="store_true", help=dry_run)
+    return p
+
+
 def add_rescore(sub: argparse._SubParsersAction) -> None:
     """Add the ``rescore`` verb."""
-    p = sub.add_parser(
-        "rescore", help="score results folders again with the current scorers (docs/metrics.md)",
+    p = _folders_verb(
+        sub, "rescore",
+        help="score results folders again with the current scorers (docs/metrics.md)",
         description="Score each results folder's episodes again with the scorers of this "
         "version: an answer is scored again on its task; a web or game episode is replayed "
         "action by action (every observation must equal the recorded one, else the episode "
         "keeps its metrics and counts as diverged). The folder's episodes, summary.json and "
         "run.json (the scorer of each env, a 'rescored' entry) are rewritten in place.",
+        dry_run="report what would change, write nothing",
     )
-    p.add_argument("folders", nargs="+", metavar="RESULTS", help="results folders")
     p.add_argument("--env", action="append", default=[], metavar="ENV",
                    help="rescore only this env (repeatable; default: every env)")
-    p.add_argument("--dry-run", action="store_true",
-                   help="report what would change, write nothing")
     p.set_defaults(func=cmd_rescore)
 
 
@@ -35,3 +44,27 @@ def cmd_rescore(args: argparse.Namespace) -> int:
         print_report(report)
         diverged += report.diverged
     return 1 if diverged else 0
+
+
+def add_restrict(sub: argparse._SubParsersAction) -> None:
+    """Add the ``restrict`` verb."""
+    p = _folders_verb(
+        sub, "restrict",
+        help="keep the episodes a suite plans now (after its file changed)",
+        description="Plan SUITE as its file is now, keep each results folder's episodes of "
+        "that plan and drop the others (a test suite that now leaves out the development "
+        "suite's tasks), and rewrite the folder: episodes, summary.json, and run.json (the "
+        "suite's checksum, the plan, a 'restricted' entry naming every dropped episode). A "
+        "folder that lacks a planned episode is refused: restricting never adds episodes.",
+        dry_run="report what would be dropped, write nothing",
+    )
+    p.add_argument("--suite", required=True, help="the suite the folders were run on")
+    p.set_defaults(func=cmd_restrict)
+
+
+def cmd_restrict(args: argparse.Namespace) -> int:
+    """Restrict each folder and print what it kept and dropped; status 1 on a refused one."""
+    from lumos_gym.leaderboard.restrict import main_lines
+
+    load_plugins()
+    return main_lines(args.folders, args.suite, write=not args.dry_run)

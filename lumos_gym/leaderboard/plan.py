@@ -83,8 +83,13 @@ def plan_env(
         replay_options = dict(getattr(unwrapped, "replay_options", {}))
         provenance = _env_provenance(entry, env, kwargs, len(available))
         groups = {t.id: task_group(t.meta or {}) for t in getattr(unwrapped, "tasks", ())}
+        excluded = excluded_tasks(entry, available)
     finally:
         env.close()
+    if entry.excluded:
+        provenance["excluded"] = excluded
+        left_out = set(excluded)
+        available = [t for t in available if t not in left_out]
     task_ids = _task_ids(entry, available)
     golds = _gold_infos(unwrapped, task_ids) if gold_plans else {}
     groups = {t: groups.get(t, "all") for t in task_ids}
@@ -105,6 +110,27 @@ def plan_env(
              for t in task_ids for s in seeds]
     provenance.update({"task_ids": task_ids, "seeds": seeds})
     return EnvPlan(entry, specs, provenance, groups)
+
+
+def excluded_tasks(entry: SuiteEntry, task_ids: Iterable[str]) -> list[str]:
+    """The ``task_ids`` that the entries ``entry`` excludes also plan.
+
+    A test suite leaves out the tasks of the development suite (``exclude`` in its file), so
+    that nothing chosen or diagnosed on development episodes is scored again as a test result.
+    Tasks match by id, even where the env's arguments make another task of that id (a shop of
+    another size): ids are what runs and results name, and dropping a few more is the safe
+    side. Question texts do not identify a task (a picture's or a game's question repeats).
+    """
+    if not entry.excluded:
+        return []
+    ids: set[str] = set()
+    for other in entry.excluded:
+        env = make_env(other.env_id, **dict(other.kwargs))
+        try:
+            ids.update(_task_ids(other, env.unwrapped.task_ids()))
+        finally:
+            env.close()
+    return [t for t in task_ids if t in ids]
 
 
 def _gold_infos(unwrapped: Any, task_ids: Sequence[str]) -> dict[str, dict[str, Any]]:

@@ -49,7 +49,7 @@ from lumos_gym.leaderboard.results import (
     summarize,
 )
 
-__all__ = ["EnvRescore", "RescoreReport", "rescore_folder"]
+__all__ = ["EnvRescore", "RescoreReport", "rescore_folder", "write_episodes"]
 
 #: Statuses whose metrics came from the env's scorer (the others never reached one).
 SCORED_STATUSES = ("completed", "step-limit")
@@ -206,7 +206,7 @@ def _rescore_env(
     return result
 
 
-def _write_episodes(path: Path, records: Iterable[Mapping[str, Any]]) -> None:
+def write_episodes(path: Path, records: Iterable[Mapping[str, Any]]) -> None:
     """Write the records where they were read from, atomically, gzipped if the file was."""
     text = "".join(json.dumps(r, ensure_ascii=False, sort_keys=True) + "\n" for r in records)
     tmp = path.with_name(path.name + ".tmp")
@@ -268,7 +268,7 @@ def _write_back(
     path = episodes_path(folder)
     assert path is not None
     ordered = list(records.values())
-    _write_episodes(path, ordered)
+    write_episodes(path, ordered)
     scorers = {env_key(e.env_id, e.kwargs): e.scorer for e in report.envs}
     for env in run.get("envs") or ():
         if isinstance(env, dict):

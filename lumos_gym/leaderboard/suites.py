@@ -35,6 +35,8 @@ class SuiteEntry:
         max_steps: the env's step limit (Gymnasium's ``max_episode_steps``; None: the
             registered one).
         seeds: the seeds of each task's episodes (one episode per seed; None: the suite's).
+        excluded: the entries of the same env in the suites this one excludes (its ``exclude``):
+            their tasks are left out of this entry's (by id, and by question text).
     """
 
     env_id: str
@@ -43,6 +45,13 @@ class SuiteEntry:
     task_ids: tuple[str, ...] | None = None
     max_steps: int | None = None
     seeds: tuple[int, ...] | None = None
+    excluded: tuple[SuiteEntry, ...] = ()
+
+
+#: What a suite is for (its file's ``role``): ``test`` suites report results and are never used
+#: to choose anything; ``validation`` suites are where choices are made (checkpoints, learning
+#: rates, round limits); a ``development`` suite is for trying agents and diagnosing them.
+SUITE_ROLES = ("test", "validation", "development")
 
 
 @dataclass(frozen=True)
@@ -56,6 +65,8 @@ class Suite:
     aliases: tuple[str, ...] = ()
     path: str = ""
     sha256: str = ""
+    role: str = ""
+    exclude: tuple[str, ...] = ()
 
     def episodes(self) -> int | None:
         """Return the number of episodes when every entry lists its task ids, else None."""
@@ -68,7 +79,8 @@ class Suite:
         return total
 
 
-_SUITE_KEYS = {"name", "aliases", "description", "source", "seeds", "max_steps", "envs"}
+_SUITE_KEYS = {"name", "aliases", "description", "source", "seeds", "max_steps", "envs", "role",
+               "exclude"}
 _ENTRY_KEYS = {"env", "kwargs", "limit", "task_ids", "max_steps", "seeds"}
 
 
@@ -90,7 +102,9 @@ def load_suite(path: str | Path, *, shown: str | None = None) -> Suite:
     """Read and check a suite file.
 
     The file is a JSON object: ``name``, ``description``, optional ``aliases``, ``seeds``
-    (default ``[0]``), ``max_steps`` (every env's step limit) and ``source`` (a note), and
+    (default ``[0]``), ``max_steps`` (every env's step limit), ``source`` (a note), ``role``
+    (one of :data:`SUITE_ROLES`) and ``exclude`` (suites whose tasks this one leaves out: a test
+    suite excludes the development suite's tasks), and
     ``envs``: a list of ``{"env": ID, "kwargs": {...}, "limit": N, "task_ids": [...],
     "max_steps": N, "seeds": [...]}`` with only ``env`` required.
 
@@ -144,9 +158,17 @@ def load_suite(path: str | Path, *, shown: str | None = None) -> Suite:
             _seeds(raw.get("seeds"), where),
         ))
     aliases = data.get("aliases") or []
+    role = data.get("role", "")
+    if role and role not in SUITE_ROLES:
+        raise EvaluationError(f"suite file {shown}: role {role!r} is not one of "
+                              f"{', '.join(SUITE_ROLES)}")
+    exclude = data.get("exclude") or []
+    if not isinstance(exclude, list) or not all(isinstance(x, str) for x in exclude):
+        raise EvaluationError(f"suite file {shown}: exclude must be a list of suite names")
     return Suite(
         name, str(data.get("description", "")), tuple(entries), seeds,
         tuple(str(a) for a in aliases), shown, hashlib.sha256(text.encode()).hexdigest(),
+        str(role), tuple(exclude),
     )
 
 
@@ -231,6 +253,22 @@ class _SuiteTable(Mapping):
 SUITES: Mapping[str, tuple[SuiteEntry, ...]] = _SuiteTable()
 
 
+def _excluded(suite: Suite, entry: SuiteEntry) -> tuple[SuiteEntry, ...]:
+    """The entries of ``entry``'s env in the suites ``suite`` excludes."""
+    found = []
+    for name in suite.exclude:
+        other = get_suite(name)
+        if other.name == suite.name:
+            raise EvaluationError(f"suite {suite.name} excludes itself")
+        found += [e for e in other.entries if e.env_id == entry.env_id]
+    return tuple(found)
+
+
+def suite_role(name: str) -> str:
+    """The role of the suite ``name`` (``""`` when its file gives none)."""
+    return get_suite(name).role
+
+
 def suite_entries(
     *, envs: Sequence[str] = (), suite: str | None = None, limit: int | None = None,
     env_kwargs: Mapping[str, Any] | None = None,
@@ -242,7 +280,8 @@ def suite_entries(
         entries = [SuiteEntry(resolve_env_id(e)) for e in envs]
     else:
         chosen = get_suite(suite or DEFAULT_SUITE)
-        entries = [replace(e, seeds=e.seeds or chosen.seeds) for e in chosen.entries]
+        entries = [replace(e, seeds=e.seeds or chosen.seeds, excluded=_excluded(chosen, e))
+                   for e in chosen.entries]
     extra = dict(env_kwargs or {})
     return [
         replace(e, kwargs={**e.kwargs, **extra}, limit=limit if limit is not None else e.limit)
