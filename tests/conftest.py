@@ -371,3 +371,18 @@ def no_leftover_sandboxes(tmp_path, monkeypatch):
     yield
     left = [p.name for p in root.iterdir() if p.name.startswith(TEMP_PREFIX)]
     assert not left, f"sandbox directories left behind: {left}"
+
+
+@pytest.fixture(autouse=True, scope="session")
+def clean_checkout():
+    """Runs made here record this checkout's commit as clean (``git.dirty`` false).
+
+    ``leaderboard --validate`` refuses a folder scored from a dirty checkout, and the tests run
+    in working trees with edits; a test of the dirty case writes the flag itself.
+    """
+    from lumos_gym import gitinfo
+
+    recorded = gitinfo._git()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(gitinfo, "_git", lambda: recorded and {**recorded, "dirty": False})
+        yield

@@ -20,7 +20,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "lumos_gym"
 #: Bottom to top. A part may import its own layer and the layers below it, never one above.
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("errors",),
-    ("registry", "text", "jsonl", "asgi"),
+    ("registry", "text", "jsonl", "asgi", "gitinfo"),
     ("actions",),
     ("prompts",),
     ("models",),
@@ -29,7 +29,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("tools",),
     ("envs",),
     ("agents",),
-    ("conversion",),
+    ("conversion", "databuild"),
     ("training",),
     ("leaderboard",),
     ("serving",),

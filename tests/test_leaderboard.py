@@ -134,6 +134,8 @@ def test_runs_of_other_adapter_weights_under_one_folder_are_other_rows(tmp_path)
 
 def test_markdown_and_csv_tables(runs):
     board = load_board([runs / "oracle", runs / "direct"])
+    assert "## Reported (Lumos paper)" not in render_markdown(board)  # only when asked for
+    board.paper = True
     md = render_markdown(board)
     assert "| ceiling | oracle | oracle | - | 1.000 [1.000, 1.000] | 2/2 |" in md
     assert "Rows marked ceiling are agents that read the gold answers" in md
@@ -198,8 +200,12 @@ def test_bad_files_are_named_and_the_valid_results_still_render(runs, tmp_path, 
     lines = (svamp / "episodes.jsonl").read_text().splitlines(keepends=True)
     (svamp / "episodes.jsonl").write_text("".join(lines[:-1]) + lines[-1][:40])
     out = tmp_path / "board.md"
-    assert main(["leaderboard", str(root), "--out", str(out)]) == 0
+    # direct lost its GSM8K folder and an SVAMP episode: the rows cover different tasks
+    assert main(["leaderboard", str(root), "--out", str(out)]) == 2
+    assert "rows cover different tasks" in capsys.readouterr().err
+    assert main(["leaderboard", str(root), "--out", str(out), "--allow-different-tasks"]) == 0
     err = capsys.readouterr().err
+    assert "ranked together by --allow-different-tasks" in err
     assert f"{gsm / 'run.json'}: not valid JSON" in err and f"{gsm} skipped" in err
     assert f"{svamp / 'summary.json'}: not valid JSON" in err and "recomputed" in err
     assert f"{svamp / 'episodes.jsonl'}:{len(lines)}: a truncated last line" in err
@@ -272,6 +278,7 @@ def test_png_chart(runs, tmp_path, monkeypatch):
 # ---------------------------------------------------------------------- paired differences
 def test_paired_differences_to_a_reference_row(runs, tmp_path, capsys):
     board = load_board([runs / "oracle", runs / "direct"])
+    board.paper = True
     plain_md, plain_csv = render_markdown(board), render_csv(board)
     assert "Paired differences" not in plain_md
     paired = attach_reference(board, "top")  # the top-ranked row that is not a ceiling

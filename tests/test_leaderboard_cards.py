@@ -12,7 +12,7 @@ import pytest
 
 from lumos_gym.leaderboard.cards import (
     card_text,
-    pooled_comparisons,
+    group_names,
     role_cards,
     seed_groups,
     seed_spread,
@@ -35,7 +35,13 @@ from lumos_gym.leaderboard.render import (
     render_markdown,
     short_env,
 )
-from lumos_gym.leaderboard.stats import MCNEMAR, Comparison, PairedDiff, compare_seeds
+from lumos_gym.leaderboard.stats import (
+    MCNEMAR,
+    SIGN_FLIP_EXACT,
+    Comparison,
+    PairedDiff,
+    compare_groups,
+)
 
 
 def _card(seed, data="integrated.jsonl", steps=637):
@@ -113,9 +119,12 @@ def test_seed_groups_join_rows_that_differ_only_in_the_seed():
     assert spread[envs[0]].range == pytest.approx(0.2)
     lines = seeds_markdown(rows, envs, short_env)
     assert lines[1] == "## Training seeds"
-    row = ("| integrated | integrated, integrated-s1, integrated-s2 | 0, 1, 2 "
-           "| 0.450 ± 0.050 (0.100)")
-    assert row in "\n".join(lines)
+    text = "\n".join(lines)
+    # each seed's run with its suite score and env means, then the spread over the seeds
+    assert "| integrated (3 seeds) | integrated-s1 | 1 | 0.400 | 0.200 | 0.600 |" in text
+    assert "| integrated (3 seeds) | integrated-s2 | 2 | 0.450 | 0.300 | - |" in text
+    assert ("| integrated (3 seeds) | mean ± sd (range) | 0, 1, 2 | 0.450 ± 0.050 (0.100) "
+            "| 0.300 ± 0.100 (0.200) | - |") in text
     assert seeds_markdown(rows[4:], envs, short_env) == []
 
 
@@ -223,38 +232,38 @@ def _episodes(env_id, rewards):
             for i, r in enumerate(rewards)]
 
 
-def test_seeds_compare_task_by_task_averaged_over_shared_seeds():
+def test_seeds_compare_cell_by_cell_over_matched_seeds():
     env = "lumos/A-v0"
-    # tasks 0-5: A ahead by 1 in both seeds; tasks 6-10: B ahead in seed 0, A in seed 1, even
-    # on average; task 11 is missing from seed 1's B, so it is left out
-    a = [_episodes(env, [1] * 6 + [0] * 6), _episodes(env, [1] * 12)]
-    b = [_episodes(env, [0] * 12), _episodes(env, [0] * 6 + [1] * 5)]
-    c = compare_seeds(a, b)
-    assert c.seeds == 2 and c.tasks == 11
-    assert c.envs[env].diff == pytest.approx((6 * 1.0 + 5 * 0.0) / 11)
+    # tasks 0-5: A ahead by 1 in both seeds; tasks 6-11: even in both; task 11 is missing from
+    # seed 1's B: that cell is left out of both sides, seed 0's cell of it stays
+    a = {0: _episodes(env, [1] * 6 + [0] * 6), 1: _episodes(env, [1] * 12)}
+    b = {0: _episodes(env, [0] * 12), 1: _episodes(env, [0] * 6 + [1] * 5)}
+    c = compare_groups(a, b)
+    assert c.envs[env].n == 12  # tasks
+    # the mean over the seeds of each seed's mean difference over the cells both have
+    assert c.envs[env].diff == pytest.approx((6 / 12 + 6 / 11) / 2)
     assert c.envs[env].ci95[0] > 0 and c.suite.diff == pytest.approx(c.envs[env].diff)
-    with pytest.raises(ValueError, match="same seeds"):
-        compare_seeds(a, b[:1])
+    # the test: per task, the differences averaged over the seeds: 6 at +1, the rest 0
+    assert c.envs[env].test == SIGN_FLIP_EXACT
+    assert c.envs[env].p_value == pytest.approx(2 / 2**6)
 
 
-def test_seed_groups_compare_with_the_reference_group_over_shared_seeds():
+def test_seed_groups_are_named_by_agent_and_budget():
     env = "lumos/A-v0"
-    rows = []
-    for seed in (0, 1, 2):
-        lumos = _row(f"lumos-i-s{seed}", "lumos-i", seed, 0.5, {env: 0.5}, data="plan.jsonl")
-        lumos.records = {env: _episodes(env, [1] * 10 + [0] * 10)}
-        other = _row(f"integrated-s{seed}", "integrated", seed, 0.3, {env: 0.3})
-        other.records = {env: _episodes(env, [1] * 4 + [0] * 16)}
-        rows += [lumos, other]
-    rows.append(_row("react", "react", 0, 0.2, {env: 0.2}, data="react.jsonl"))  # one seed
-    ((ref, other, seeds, c),) = pooled_comparisons(seed_groups(rows), "lumos-i-s0")
-    assert (ref, other, seeds, c.tasks) == ("lumos-i", "integrated", [0, 1, 2], 20)
-    assert c.suite.diff == pytest.approx(0.3)
-    text = "\n".join(seeds_markdown(rows, [env], short_env, "lumos-i-s0", diff_text))
-    assert "| lumos-i minus integrated | 0, 1, 2 | 20 | +0.300 [" in text
-    assert "averaged over the seeds" in text
-    assert "minus" not in "\n".join(seeds_markdown(rows, [env], short_env))  # no reference
-    assert pooled_comparisons(seed_groups(rows), "nobody") == []
+    rows = [_row(f"lumos-i-s{s}", "lumos-i", s, 0.5, {env: 0.5}) for s in (0, 1, 2)]
+    rows += [_row(f"lumos-i-cpu-s{s}", "lumos-i", s, 0.3, {env: 0.3}, steps=110)
+             for s in (0, 1)]
+    rows.append(_row("integrated-s0", "integrated", 0, 0.4, {env: 0.4}, data="i.jsonl"))
+    rows.append(_row("integrated-s1", "integrated", 1, 0.4, {env: 0.4}, data="i.jsonl"))
+    groups = seed_groups(rows)
+    assert [len(g.rows) for g in groups] == [3, 2, 2]
+    assert group_names(groups) == ["lumos-i (3 seeds)", "lumos-i (2 seeds)",
+                                   "integrated (2 seeds)"]
+    # two groups of one agent and one size tell their budgets apart
+    rows.append(_row("lumos-i-cpu-s2", "lumos-i", 2, 0.3, {env: 0.3}, steps=110))
+    assert group_names(seed_groups(rows))[:2] == [
+        "lumos-i (3 seeds, gpu-small, 637 steps of 16)",
+        "lumos-i (3 seeds, gpu-small, 110 steps of 16)"]
 
 
 def test_the_rendered_board_carries_cards_and_seeds(tmp_path):
@@ -281,13 +290,16 @@ def test_the_rendered_board_carries_cards_and_seeds(tmp_path):
         (copy / "run.json").write_text(json.dumps(changed))
         folders.append(copy)
     md = render_markdown(load_board(folders))
-    assert "## Training seeds" in md and "| direct | direct-s0, direct-s1 | 0, 1 |" in md
+    assert "## Training seeds" in md and "| direct (2 seeds) | direct-s1 | 1 |" in md
+    # the two seeds are one row of the ranked table
+    assert "| 1 | direct (2 seeds) | direct |" in md and "| direct-s0 | direct |" not in md
     cards = md.split("## Run cards")[1]
     assert "- `direct-s1` (direct): scored at" in cards and "seed 1, 637 steps of 16" in cards
     from lumos_gym.leaderboard.render import render_html
 
     page = render_html(load_board(folders), tmp_path / "site" / "board.html")[0].read_text()
-    assert "<h2>Training seeds</h2>" in page and "<td>direct-s0, direct-s1</td>" in page
+    assert "<h2>Training seeds</h2>" in page and "<td>direct-s1</td>" in page
+    assert 'data-run="direct (2 seeds)"' in page and 'title="direct-s1: trajectories"' in page
     assert "<h2>Run cards</h2>" in page and "<li>direct-s1 (direct): scored at" in page
 
 

@@ -32,8 +32,9 @@ def test_every_development_suite_shares_no_task_with_the_test_suites():
         assert set(get_suite(name).exclude) == {"offline", "reproduce-tests"}
         for entry in suite_entries(suite=name):
             test_ids.setdefault(entry.env_id, set()).update(plan_env(entry).provenance["task_ids"])
-    for name in ("offline", "reproduce-tests"):
-        assert get_suite(name).role == "development"
+    for name in ("offline", "reproduce-tests", "math", "qa", "web", "games", "multimodal", "code",
+                 "validation"):
+        assert get_suite(name).role in ("development", "validation")
         shared = {e.env_id: set(plan_env(e).provenance["task_ids"]) & test_ids.get(e.env_id, set())
                   for e in suite_entries(suite=name)}
         assert sum(len(s) for s in shared.values()) == 0, (name, shared)
@@ -94,3 +95,11 @@ def test_restrict_drops_what_the_suite_now_excludes_and_validates(tmp_path, caps
         restrict_folder(out, str(suite))
     with pytest.raises(EvaluationError, match="a run of mine, not of suite compare"):
         restrict_folder(out, "compare")
+
+
+def test_the_leakage_check_reads_the_test_suite_without_its_excluded_tasks():
+    from lumos_gym.conversion.leakage import eval_tasks
+
+    checked = {spec.env_id: spec for spec in eval_tasks(suite_entries(suite="learning"))}
+    assert len(checked["lumos/MathWord-v0"].exclude) == 50  # reproduce's 10 a level
+    assert "worldqa/test/0/0" in checked["lumos/WorldQA-v0"].exclude  # offline's first

@@ -27,6 +27,7 @@ from typing import Any, ClassVar
 
 from lumos_gym.envs.replay import StepOutcome
 from lumos_gym.envs.sources import file_sha256
+from lumos_gym.envs.tasks import ENV_ENDED_TYPES
 from lumos_gym.models.base import Completion, GenerationRequest
 from lumos_gym.registry import Registry
 
@@ -116,8 +117,6 @@ class Agent(ABC):
     @classmethod
     def can_act(cls, task_type: str | None) -> bool:
         """Whether the agent can act in an env of ``task_type`` (see :attr:`single_step`)."""
-        from lumos_gym.envs.tasks import ENV_ENDED_TYPES
-
         return not (cls.single_step and task_type in ENV_ENDED_TYPES)
 
     def __init__(self, config: AgentConfig | None = None) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from lumos_gym.cli.args import add_format, positive_int, print_json
 from lumos_gym.conversion.leakage import check_leakage, eval_tasks, read_training
@@ -21,7 +22,9 @@ def add_data(sub: argparse._SubParsersAction) -> None:
         description="build: the offline splits. download / status: the official files. "
         "leakage: compare training data (--train: a data build folder, a folder of .jsonl "
         "files or files) with a suite's test tasks (task texts, task ids, and the entities of "
-        "the generated worlds); exits 1 when they share a task or an entity.",
+        "the generated worlds), and reports near duplicates apart (the same numbers and answer, "
+        "the same game walkthrough); exits 1 when they share a task or an entity, or with "
+        "--strict also on a near duplicate.",
     )
     p.add_argument("action", choices=["build", "download", "status", "leakage"])
     p.add_argument("name", nargs="?", default="all",
@@ -39,6 +42,12 @@ def add_data(sub: argparse._SubParsersAction) -> None:
                    help="leakage: the suite whose test tasks are checked (default compare)")
     p.add_argument("--json", default=None, metavar="FILE",
                    help="leakage: also write the report as JSON")
+    p.add_argument("--record", nargs="+", default=[], metavar="RESULTS",
+                   help="leakage: write the check into each results folder's run.json, for runs "
+                   "whose adapters were trained elsewhere: every training file their cards name "
+                   "must be in the data build (--train DATA) with the card's SHA-256")
+    p.add_argument("--strict", action="store_true",
+                   help="leakage: exit 1 on a near duplicate too (weak matches never fail)")
     add_format(p, "the file list of `data status`")
     p.set_defaults(func=cmd_data)
 
@@ -66,7 +75,12 @@ def _build(args: argparse.Namespace) -> int:
 
 
 def _leakage(args: argparse.Namespace) -> int:
-    """Check the training data against the suite's test tasks; exit 1 on any overlap."""
+    """Check the training data against the suite's test tasks; exit 1 on any overlap.
+
+    Near duplicates are printed and recorded but fail only with ``--strict``.
+    """
+    if args.record:
+        return _record(args)
     training = read_training(args.train or [args.out], num_tasks=args.num_tasks)
     tests = eval_tasks(suite_entries(suite=args.suite))
     report = check_leakage(training, tests, log=print)
@@ -74,7 +88,24 @@ def _leakage(args: argparse.Namespace) -> int:
     if args.json:
         write_json_atomic(args.json, {"suite": args.suite, **report.to_dict()})
         print(f"report: {args.json}")
-    return 0 if report.clean else 1
+    if not report.clean:
+        return 1
+    if args.strict and report.near_duplicates:
+        print(f"--strict: {report.near_duplicates} near duplicate(s) of training tasks")
+        return 1
+    return 0
+
+
+def _record(args: argparse.Namespace) -> int:
+    """Write the leakage check of each results folder into its run.json (``--record``)."""
+    from lumos_gym.leaderboard.provenance import record_leakage  # the leaderboard: off --help
+
+    if len(args.train) != 1:
+        raise LumosGymError("--record checks against one data build: give --train DATA once")
+    checks: dict[tuple[str, ...], object] = {}
+    for folder in args.record:
+        print(record_leakage(Path(folder), Path(args.train[0]), checks=checks))
+    return 0
 
 
 def _download(args: argparse.Namespace, names: list[str]) -> int:

@@ -16,6 +16,7 @@ from lumos_gym.leaderboard.render import (
     attach_reference,
     load_board,
     render_comparison,
+    task_sets_problem,
     validate,
     write_board,
 )
@@ -159,10 +160,15 @@ def add_leaderboard(sub: argparse._SubParsersAction) -> None:
         "with the same agent configuration form one run. --validate checks submissions "
         "instead: files present and readable, version, every planned episode once, the summary "
         "recomputed from the episodes, provenance, no episode that ended in infra-error (unless "
-        "--allow-infra-errors); it prints one line per problem and exits 2 "
+        "--allow-infra-errors), every folder scored at one commit (unless "
+        "--allow-mixed-commits) from a clean checkout (unless --allow-dirty), the agent's round "
+        "limits recorded (unless --allow-missing-round-limits); it prints one line per problem "
+        "and exits 2 "
         "when there is any. --reference RUN adds each row's paired difference to RUN (per env "
         "and for the suite, paired bootstrap interval, McNemar or sign-flip test); --compare A "
-        "B prints the full paired table of two runs.",
+        "B prints the full paired table of two runs. Runs of one agent trained with several "
+        "seeds on the same data and budget are one row, 'agent (k seeds)', whose intervals "
+        "resample the seeds as well as the tasks (--no-seed-groups: a row per seed).",
     )
     p.add_argument("results", nargs="*", metavar="RESULTS",
                    help="results folders (with --compare, may be left out when A and B are "
@@ -183,10 +189,30 @@ def add_leaderboard(sub: argparse._SubParsersAction) -> None:
                    help="with --validate: accept folders with episodes that ended in "
                    "infra-error (the backend or env server failed; left out of the means) "
                    "instead of refusing them")
+    p.add_argument("--allow-mixed-commits", action="store_true",
+                   help="with --validate: accept folders scored at different commits (each "
+                   "folder's last scoring pass: its last rescore, else the run and its "
+                   "sessions) instead of refusing them")
+    p.add_argument("--allow-dirty", action="store_true",
+                   help="with --validate: accept folders scored from a checkout whose code "
+                   "differed from its commit (git.dirty) instead of refusing them")
+    p.add_argument("--allow-missing-round-limits", action="store_true",
+                   help="with --validate: accept folders whose run.json lacks round_limits "
+                   "(made before lumos-gym recorded them) instead of refusing them")
     p.add_argument("--reference", default=None, metavar="RUN",
                    help="also show each row's paired difference to this run (a run name, a "
                    "results folder, or 'top': the top-ranked run that is not a ceiling), with "
-                   "paired bootstrap intervals and paired tests, per env and for the suite")
+                   "paired bootstrap intervals and paired tests, per env and for the suite; a "
+                   "run of a seed group stands for its group")
+    p.add_argument("--paper", action="store_true",
+                   help="also show the Lumos paper's reported numbers (never ranked) and, with "
+                   "--reference naming a Lumos-I row, the paper's claims measured")
+    p.add_argument("--allow-different-tasks", action="store_true",
+                   help="rank rows that cover different tasks (env, task, seed) together, with "
+                   "a warning on the board, instead of refusing them")
+    p.add_argument("--no-seed-groups", action="store_true",
+                   help="show each training seed's run as a row of its own instead of one row "
+                   "per seed group (the comparisons are then run by run)")
     p.add_argument("--compare", nargs=2, default=None, metavar=("A", "B"),
                    help="print the full paired comparison of two runs (A minus B: suite, each "
                    "env, level and metric) instead of the board; md (default) or csv")
@@ -203,7 +229,15 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
         return _compare(args)
     if not args.results:
         raise LumosGymError("name the results folders to rank")
-    board = load_board(args.results, suite=args.suite)
+    board = load_board(args.results, suite=args.suite, group_seeds=not args.no_seed_groups)
+    board.paper = args.paper
+    problem = task_sets_problem(board)
+    if problem is not None:
+        if not args.allow_different_tasks:
+            raise LumosGymError(f"{problem}; rank them over the same tasks (the whole suite, "
+                                "lumos-gym restrict after a suite changed), or pass "
+                                "--allow-different-tasks")
+        board.warnings.append(f"{problem}: ranked together by --allow-different-tasks")
     for message in board.warnings:
         print(f"lumos-gym leaderboard: warning: {message}", file=sys.stderr)
     if args.reference is not None:
@@ -213,13 +247,16 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
         print(written, end="")
     else:
         extra = f" and {len(written) - 1} trajectory pages" if len(written) > 1 else ""
-        print(f"leaderboard: {written[0]}{extra} ({len(board.entries)} runs)")
+        grouped = (f" in {len(board.rows)} rows, {len(board.groups)} of them seed groups"
+                   if board.groups else "")
+        print(f"leaderboard: {written[0]}{extra} ({len(board.entries)} runs{grouped})")
     return 0
 
 
 def _compare(args: argparse.Namespace) -> int:
     """Print (or write to ``--out``) the paired comparison of the two runs of ``--compare``."""
-    board = load_board(args.results or args.compare, suite=args.suite)
+    # --compare sets two runs side by side, episode by episode: no seed groups
+    board = load_board(args.results or args.compare, suite=args.suite, group_seeds=False)
     for message in board.warnings:
         print(f"lumos-gym leaderboard: warning: {message}", file=sys.stderr)
     text = render_comparison(board, *args.compare, fmt=args.format)
@@ -239,7 +276,10 @@ def _compare(args: argparse.Namespace) -> int:
 def _validate(args: argparse.Namespace) -> int:
     """Check submitted results folders; print one line per problem, exit 2 when any."""
     checked, problems = validate(args.results, suite=args.suite,
-                                 allow_infra_errors=args.allow_infra_errors)
+                                 allow_infra_errors=args.allow_infra_errors,
+                                 allow_mixed_commits=args.allow_mixed_commits,
+                                 allow_dirty=args.allow_dirty,
+                                 allow_missing_round_limits=args.allow_missing_round_limits)
     for problem in problems:
         print(problem)
     if problems:

@@ -10,8 +10,9 @@ from typing import Any
 from lumos_gym.agents.base import AgentConfig
 from lumos_gym.cli.args import parse_kwargs
 from lumos_gym.conversion.leakage import leakage_summary
-from lumos_gym.envs.registration import resolve_env_id
+from lumos_gym.envs.registration import make_env, resolve_env_id
 from lumos_gym.errors import LumosGymError
+from lumos_gym.leaderboard.suites import get_suite
 from lumos_gym.models.factory import ModelOptions, default_backend
 from lumos_gym.workflows.improve import ImproveConfig, check_train_tasks, improve
 
@@ -25,8 +26,6 @@ def _env(value: str) -> tuple[str, dict[str, Any]]:
 
 def env_split(env_id: str, kwargs: dict[str, Any]) -> str:
     """The split an env built with ``kwargs`` serves (its ``split``, else the one given)."""
-    from lumos_gym.envs.registration import make_env
-
     env = make_env(env_id, **kwargs)
     try:
         return str(getattr(env.unwrapped, "split", None) or kwargs.get("split") or "")
@@ -53,8 +52,6 @@ def check_splits(envs: list[tuple[str, dict[str, Any]]], *, flag: str,
 
 def val_suite_envs(name: str) -> list[tuple[str, dict[str, Any]]]:
     """The envs of a validation suite, refusing a suite marked as a test suite."""
-    from lumos_gym.leaderboard.suites import get_suite
-
     suite = get_suite(name)
     if suite.role == "test":
         raise LumosGymError(f"--val-suite {name}: a test suite (its file's role); choose on a "

@@ -6,6 +6,7 @@ import argparse
 
 from lumos_gym.envs import load_plugins
 from lumos_gym.leaderboard.rescore import print_report, rescore_folder
+from lumos_gym.leaderboard.restrict import main_lines
 
 
 def _folders_verb(
@@ -64,7 +65,5 @@ def add_restrict(sub: argparse._SubParsersAction) -> None:
 
 def cmd_restrict(args: argparse.Namespace) -> int:
     """Restrict each folder and print what it kept and dropped; status 1 on a refused one."""
-    from lumos_gym.leaderboard.restrict import main_lines
-
     load_plugins()
     return main_lines(args.folders, args.suite, write=not args.dry_run)

@@ -8,10 +8,13 @@ optimizer steps and batch, and the training files with their checksums.
 
 Rows whose cards agree on everything but the seed (the same agent, base model, recipe, steps,
 batch, learning rate and training files) are one agent trained with several seeds:
-:func:`seed_groups` finds them, and :func:`seed_spread` gives, per env and for the suite score,
-the mean over the seeds, the standard deviation between them and their range. That range is
-the noise floor of a comparison: a difference between two agents smaller than the spread of
-one agent's seeds says more about the luck of a training run than about the recipe.
+:func:`seed_groups` finds them, :func:`group_names` names the board's row of each
+(``lumos-i (3 seeds)``), and :func:`seed_spread` gives, per env and for the suite score, the
+mean over the seeds, the standard deviation between them and their range. That range is the
+noise floor of a comparison: a difference between two agents smaller than the spread of one
+agent's seeds says more about the luck of a training run than about the recipe. The board
+shows each group as one row whose intervals resample the seeds as well as the tasks
+(:func:`lumos_gym.leaderboard.stats.two_level_bootstrap`).
 
 The functions read rows through :class:`Row` (what a leaderboard entry offers), so that the
 renderer can use them without this module importing it.
@@ -20,12 +23,11 @@ renderer can use them without this module importing it.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from lumos_gym.leaderboard.stats import PairedDiff, SeedComparison, compare_seeds
 from lumos_gym.text import markdown_table
 
 #: The card fields that must agree for two rows to be seeds of one agent.
@@ -196,6 +198,18 @@ def _budget_key(row: Row) -> str | None:
     return repr((row.agent, sorted(same.items(), key=lambda item: item[0])))
 
 
+def budget_text(run: Mapping[str, Any]) -> str:
+    """``gpu-small, 637 steps of 16``: the recipe and budget its adapters' cards name."""
+    budgets = {f"{card.get('recipe')}, {card.get('steps')} steps of {card.get('batch_size')}"
+               for card in role_cards(run).values()}
+    return "; ".join(sorted(budgets)) or "no training card"
+
+
+def seed_text(run: Mapping[str, Any]) -> str:
+    """The run's training seeds as shown: ``0``, or ``0+1`` for adapters of two seeds."""
+    return "+".join(map(str, training_seeds(run))) or "-"
+
+
 @dataclass
 class SeedGroup:
     """Rows of one agent trained on the same data and budget with different seeds."""
@@ -224,6 +238,23 @@ def seed_groups(rows: Sequence[Row]) -> list[SeedGroup]:
             seeds = sorted({s for key in kept for s in key})
             groups.append(SeedGroup(members[0].agent, list(kept.values()), seeds))
     return groups
+
+
+def group_names(groups: Sequence[SeedGroup]) -> list[str]:
+    """The name of each group's row: ``lumos-i (3 seeds)``.
+
+    Groups of one agent that would share a name (another recipe, budget or data) add their
+    budget, ``lumos-i (3 seeds, cpu-small, 110 steps of 2)``; names still alike get a ``'``.
+    """
+    plain = [f"{g.agent} ({len(g.rows)} seeds)" for g in groups]
+    names: list[str] = []
+    for group, name in zip(groups, plain, strict=True):
+        if plain.count(name) > 1:
+            name = f"{group.agent} ({len(group.rows)} seeds, {budget_text(group.rows[0].run)})"
+        while name in names:
+            name += "'"
+        names.append(name)
+    return names
 
 
 @dataclass
@@ -259,90 +290,34 @@ def seed_spread(group: SeedGroup, envs: Sequence[str]) -> dict[str, Spread]:
 
 
 SEEDS_NOTE = (
-    "Rows of one agent trained on the same data and budget with different seeds (their cards "
-    "agree on everything but the seed). Each cell: `mean ± sd (range)` over the seeds. The range "
-    "is the noise floor of training: a difference between two agents that is smaller than it "
-    "could come from the seed alone."
+    "Agents trained with several seeds on the same data and budget (their cards agree on "
+    "everything but the seed): each seed's row with its suite score and env means, then "
+    "`mean ± sd (range)` over the seeds. The board ranks each group as one row: the mean over "
+    "its seeds, with an interval that resamples the seeds as well as the tasks. The range is the "
+    "noise floor of training: a difference between two agents smaller than it could come from "
+    "the seed alone."
 )
 
 
-POOLED_NOTE = (
-    "Each agent against the reference agent over the training seeds both have: episodes pair by "
-    "task and training seed, each task's rewards are averaged over the seeds, and the "
-    "differences of those averages get a paired bootstrap interval over tasks (`*`: it "
-    "excludes 0), so a difference here holds over the seeds, not for one training run."
-)
+def seeds_markdown(rows: Sequence[Row], envs: Sequence[str], short: Any) -> list[str]:
+    """The Markdown section of the seed groups: each seed's scores, and their spread.
 
-
-def seeds_markdown(
-    rows: Sequence[Row], envs: Sequence[str], short: Any,
-    reference: str | None = None, diff_text: Callable[[PairedDiff], str] | None = None,
-) -> list[str]:
-    """The Markdown section of the seed groups (none without groups).
-
-    With a ``reference`` row and a ``diff_text`` formatter, each other group is also compared
-    with the reference's group over their shared seeds (:func:`pooled_comparisons`).
+    None without groups.
     """
     groups = seed_groups(rows)
     if not groups:
         return []
-    headers = ["agent", "runs", "seeds", "suite score", *[short(e) for e in envs]]
+    headers = ["group", "run", "seed", "suite score", *[short(e) for e in envs]]
     table = []
-    for group in groups:
+    for group, name in zip(groups, group_names(groups), strict=True):
+        for row in sorted(group.rows, key=lambda r: training_seeds(r.run)):
+            table.append([name, row.name, seed_text(row.run), f"{float(row.score['mean']):.3f}",
+                          *[f"{row.cells[e].mean:.3f}" if e in row.cells else "-"
+                            for e in envs]])
         spread = seed_spread(group, envs)
-        cells = [_spread_text(spread.get(key)) for key in ("suite", *envs)]
-        table.append([group.agent, ", ".join(r.name for r in group.rows),
-                      ", ".join(map(str, group.seeds)), *cells])
-    lines = ["", "## Training seeds", "", SEEDS_NOTE, "", *markdown_table(headers, table)]
-    pooled = pooled_comparisons(groups, reference) if reference and diff_text else []
-    if pooled:
-        table = [
-            [f"{ref} minus {other}", ", ".join(map(str, seeds)), c.tasks,
-             diff_text(c.suite), *[diff_text(c.envs[e]) if e in c.envs else "-" for e in envs]]
-            for ref, other, seeds, c in pooled
-        ]
-        headers = ["agents", "seeds", "tasks", "suite score", *[short(e) for e in envs]]
-        lines += ["", POOLED_NOTE, "", *markdown_table(headers, table)]
-    return lines
-
-
-def _by_seed(group: SeedGroup) -> dict[int, Row]:
-    """Seed → the group's row trained with that one seed (rows of several seeds left out)."""
-    out: dict[int, Row] = {}
-    for row in group.rows:
-        seeds = training_seeds(row.run)
-        if len(seeds) == 1:
-            out.setdefault(seeds[0], row)
-    return out
-
-
-def pooled_comparisons(
-    groups: Sequence[SeedGroup], reference: str
-) -> list[tuple[str, str, list[int], SeedComparison]]:
-    """(reference agent, other agent, shared seeds, comparison) for each other seed group.
-
-    The reference group is the one holding the row named ``reference``; a group sharing
-    fewer than two seeds with it is left out.
-    """
-    home = next((g for g in groups if any(r.name == reference for r in g.rows)), None)
-    if home is None:
-        return []
-    mine = _by_seed(home)
-    out = []
-    for group in groups:
-        theirs = _by_seed(group)
-        shared = sorted(set(mine) & set(theirs))
-        if group is home or len(shared) < 2:
-            continue
-        comparison = compare_seeds(
-            [_records(mine[s]) for s in shared], [_records(theirs[s]) for s in shared]
-        )
-        out.append((home.agent, group.agent, shared, comparison))
-    return out
-
-
-def _records(row: Row) -> list[Mapping[str, Any]]:
-    return [r for records in row.records.values() for r in records]
+        table.append([name, "mean ± sd (range)", ", ".join(map(str, group.seeds)),
+                      *[_spread_text(spread.get(key)) for key in ("suite", *envs)]])
+    return ["", "## Training seeds", "", SEEDS_NOTE, "", *markdown_table(headers, table)]
 
 
 def _spread_text(spread: Spread | None) -> str:

@@ -16,11 +16,11 @@ full datasets.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from lumos_gym.envs.registration import families
-from lumos_gym.leaderboard.stats import PairedDiff
+from lumos_gym.leaderboard.stats import PairedDiff, with_holm
 from lumos_gym.text import markdown_table
 
 #: Our agent name → the paper's dataset → the reported row that stands for it (its baseline
@@ -95,7 +95,7 @@ def flipped(diff: PairedDiff) -> PairedDiff:
     ci = [-diff.ci95[1], -diff.ci95[0]] if diff.ci95 else None
     discordant = diff.discordant[::-1] if diff.discordant else None
     return PairedDiff(diff.n, diff.mean_b, diff.mean_a, -diff.diff, ci, diff.test, diff.p_value,
-                      discordant, diff.envs)
+                      discordant, diff.envs, diff.p_holm)
 
 
 @dataclass
@@ -107,35 +107,67 @@ class Verdict:
     ahead: list[str]
     behind: list[str]
     undecided: list[str]
+    left_out: list[str] = field(default_factory=list)  # envs the claim does not count
+    why: str = ""  # why they are left out
 
 
-def verdict(row: str, suite: PairedDiff | None, envs: Mapping[str, PairedDiff]) -> Verdict:
-    """Sort the envs of one comparison (already Lumos-I minus the row) by their interval."""
+def verdict(
+    row: str, suite: PairedDiff | None, envs: Mapping[str, PairedDiff], *,
+    left_out: Sequence[str] = (), why: str = "",
+) -> Verdict:
+    """Sort the envs of one comparison (already Lumos-I minus the row) by their difference.
+
+    The envs are one family: their p-values are Holm-adjusted together, and an env counts as
+    ahead or behind only when its difference is significant (its interval excludes 0 and its
+    adjusted p is below 0.05: :attr:`PairedDiff.significant`); the others are undecided.
+    """
     ahead, behind, undecided = [], [], []
-    for env_id, diff in envs.items():
+    for env_id, diff in with_holm(envs).items():
         if diff.n == 0 or not diff.ci95:
             continue
-        low, high = diff.ci95
-        (ahead if low > 0 else behind if high < 0 else undecided).append(env_id)
-    return Verdict(row, suite, ahead, behind, undecided)
+        decided = diff.significant
+        (ahead if decided and diff.diff > 0 else behind if decided and diff.diff < 0
+         else undecided).append(env_id)
+    return Verdict(row, suite, ahead, behind, undecided, list(left_out), why)
+
+
+#: Whether an agent can act in an env: ``(agent, env id) -> bool`` (see
+#: :meth:`lumos_gym.agents.base.Agent.can_act`).
+CanAct = Callable[[str, str], bool]
+
+
+def _acting(
+    envs: Mapping[str, PairedDiff], agents: Sequence[str], can_act: CanAct | None
+) -> tuple[dict[str, PairedDiff], list[str]]:
+    """The envs where every one of ``agents`` can act, and those left out."""
+    if can_act is None:
+        return dict(envs), []
+    kept = {e: d for e, d in envs.items() if all(can_act(a, e) for a in agents)}
+    return kept, [e for e in envs if e not in kept]
 
 
 def claim_rows(
     claim: Claim, reference_agent: str, comparisons: Mapping[str, Any],
-    agents: Mapping[str, str],
+    agents: Mapping[str, str], can_act: CanAct | None = None,
 ) -> list[tuple[str, Verdict]]:
     """(agent, verdict) for each measured row of the claim's agents (none: nothing measured).
 
     ``comparisons``: row name → its comparison with the reference row (row minus reference);
-    ``agents``: row name → agent name.
+    ``agents``: row name → agent name; ``can_act``: whether an agent can act in an env. An
+    env where either agent cannot act (a one-step agent in a web or game env, whose 0 there is
+    by construction) is left out of the verdict, and then of its suite difference too (the
+    suite score averages every env).
     """
     if reference_agent != "lumos-i":
         return []
     out = []
     for name, comparison in comparisons.items():
         if agents.get(name) in claim.against:
-            envs = {e: flipped(d) for e, d in comparison.envs.items()}
-            out.append((agents[name], verdict(name, flipped(comparison.suite), envs)))
+            envs, left_out = _acting({e: flipped(d) for e, d in comparison.envs.items()},
+                                     (reference_agent, agents[name]), can_act)
+            suite = flipped(comparison.suite) if not left_out else None
+            out.append((agents[name], verdict(name, suite, envs, left_out=left_out,
+                                              why="cannot act")))
     return out
 
 
@@ -191,10 +223,19 @@ def generalisation_rows(
         unseen = [e for e, f in families_of.items() if f is not None and f not in unified | own]
         if not unseen:
             continue
-        suite = flipped(comparison.suite) if len(unseen) == len(paired) else None
-        envs = {e: flipped(comparison.envs[e]) for e in unseen}
-        out.append((next(iter(own)), verdict(name, suite, envs)))
+        # an env where either row scores at the floor says nothing of which generalises
+        floor = [e for e in unseen if min(comparison.envs[e].mean_a,
+                                          comparison.envs[e].mean_b) <= FLOOR]
+        kept = [e for e in unseen if e not in floor]
+        suite = flipped(comparison.suite) if len(kept) == len(paired) else None
+        envs = {e: flipped(comparison.envs[e]) for e in kept}
+        out.append((next(iter(own)), verdict(name, suite, envs, left_out=floor,
+                                             why="at the floor")))
     return out
+
+
+#: The score at or below which a row is at the floor of an env (claim (c) leaves such envs out).
+FLOOR = 0.0
 
 
 def paper_generalisation(reported_rows: Sequence[Mapping[str, Any]], family: str) -> str:
@@ -209,9 +250,13 @@ def paper_generalisation(reported_rows: Sequence[Mapping[str, Any]], family: str
 
 CLAIMS_NOTE = (
     "Each measured row: the reference Lumos-I row minus the named row, paired by env, task and "
-    "seed; *ahead* and *behind* count the envs whose 95% interval lies above or below 0, the "
-    "rest are undecided. The paper's column gives its LLaMA-2-7B rows' differences on its own "
-    "datasets, in points."
+    "seed; *ahead* and *behind* count the envs whose difference is significant (its 95% "
+    "interval excludes 0 and its test gives p < 0.05 after a Holm correction over the envs the "
+    "claim counts), the rest are undecided. *Left out*: envs where one of the two agents cannot "
+    "act (CoT and direct answer in one step, so they cannot act in web and game envs: their 0 "
+    "there is by construction), and, for claim (c), envs where either row scores at the floor "
+    "(0); the suite score is then not given, as it averages every env. The paper's column "
+    "gives its LLaMA-2-7B rows' differences on its own datasets, in points."
 )
 
 
@@ -220,6 +265,7 @@ def claims_markdown(
     agents: Mapping[str, str], reported_rows: Sequence[Mapping[str, Any]],
     short: Callable[[str], str], diff_text: Callable[[PairedDiff], str],
     trained: Mapping[str, frozenset[str] | None] | None = None,
+    can_act: CanAct | None = None,
 ) -> list[str]:
     """The Markdown section of the paper's claims.
 
@@ -227,14 +273,15 @@ def claims_markdown(
     for claim (c). None without a Lumos-I reference row, or when no row measures a claim (a
     board of Lumos-I variants alone, such as the ``learning`` suite's).
     """
-    measured_rows = [claim_rows(claim, reference_agent, comparisons, agents) for claim in CLAIMS]
+    measured_rows = [claim_rows(claim, reference_agent, comparisons, agents, can_act)
+                     for claim in CLAIMS]
     general = generalisation_rows(reference, reference_agent, comparisons, agents, trained or {})
     if not any(measured_rows) and not general:  # also when the reference is not Lumos-I
         return []
     lines = ["", "## The paper's claims, measured", "",
              f"Reference: `{reference}`. {CLAIMS_NOTE}", ""]
     headers = ["claim", "against", "run", "paper: Lumos-I minus it", "suite score",
-               "ahead", "behind", "undecided"]
+               "ahead", "behind", "undecided", "left out"]
     table = []
     # a board that measures claim (c) alone lists no unmeasured (a) and (b) rows
     shown = zip(CLAIMS, measured_rows, strict=True) if any(measured_rows) else ()
@@ -244,14 +291,33 @@ def claims_markdown(
                                short, diff_text) for agent, v in rows]
         table += [
             [f"({claim.key})", agent, "not measured", paper_differences(reported_rows, agent),
-             "-", "-", "-", "-"]
+             "-", "-", "-", "-", "-"]
             for agent in claim.against if agent not in measured
         ]
     table += [_claim_cells("c", f"Lumos-I on {family} alone", v,
-                           paper_generalisation(reported_rows, family), short, diff_text)
+                           paper_generalisation(reported_rows, family) if _measured(v)
+                           else "-", short, diff_text)
               for family, v in general]
     lines += markdown_table(headers, table)
-    return [*lines, "", GENERALISATION_NOTE if general else GENERALISATION]
+    lines += ["", GENERALISATION_NOTE if general else GENERALISATION]
+    if general and not any(_measured(v) for _, v in general):
+        lines += ["", UNMEASURABLE_C]
+    return lines
+
+
+#: Claim (c) when every unseen env has a row at the floor.
+UNMEASURABLE_C = (
+    "Claim (c) cannot be measured at this scale: on every env neither row trained on, one of "
+    "the two rows (or both) scores 0, so a difference there says nothing about which "
+    "generalises better, and the paper's numbers are not set beside it. Measuring it takes "
+    "rows that score above the floor on an unseen family (a family chosen on validation, or "
+    "larger models)."
+)
+
+
+def _measured(v: Verdict) -> bool:
+    """Whether a verdict counts at least one env."""
+    return bool(v.ahead or v.behind or v.undecided)
 
 
 def _claim_cells(
@@ -260,8 +326,9 @@ def _claim_cells(
 ) -> list[str]:
     """One measured row of the claims table."""
     suite = diff_text(v.suite).replace("*", "\\*") if v.suite is not None else "-"
+    left_out = f"{_envs(v.left_out, short)} ({v.why})" if v.left_out else "0"
     return [f"({key})", against, f"`{v.row}`", paper, suite,
-            _envs(v.ahead, short), _envs(v.behind, short), _envs(v.undecided, short)]
+            _envs(v.ahead, short), _envs(v.behind, short), _envs(v.undecided, short), left_out]
 
 
 def _envs(envs: Sequence[str], short: Callable[[str], str]) -> str:

@@ -48,6 +48,7 @@ from lumos_gym.leaderboard.provenance import (
     fingerprint,
     model_args,
     provenance,
+    run_leakage,
 )
 from lumos_gym.leaderboard.results import (  # noqa: F401  (mean_se: workflows.reproduce's)
     episode_key,
@@ -115,7 +116,10 @@ class RunConfig:
         progress: show a progress bar.
         argv: the command line, recorded for provenance.
         provenance: more entries for ``run.json`` (and the summary's provenance), e.g. the
-            leakage check of ``lumos-gym reproduce``; never part of the fingerprint.
+            leakage check of ``lumos-gym reproduce``; never part of the fingerprint. Without a
+            ``leakage`` entry here, the run records its own
+            (:func:`~.provenance.run_leakage`: its test tasks against the files its adapters
+            were trained on, or ``{"status": "unknown", "reason": ...}``).
 
     Raises:
         EvaluationError: ``workers`` or ``worker_gpus`` without ``ray``; a ``limit`` or
@@ -216,7 +220,10 @@ def evaluate(config: RunConfig) -> EvaluationResult:
     resumed = len(plan.selected) - len(todo)
     with contextlib.closing(results), _closing(tokens), \
             _Executor(agent, config, len(todo)) as executor:
-        run = _start_run(out_dir, executor, chosen, plan, _extra_provenance(config, agent))
+        extra = _extra_provenance(config, agent)
+        if "leakage" not in extra:  # a caller's own check (reproduce's) is kept
+            extra["leakage"] = run_leakage(executor.provenance, entries)
+        run = _start_run(out_dir, executor, chosen, plan, extra)
         results.forget(again)  # once the folder is known to take this run: never a refused one
         if new_default:
             point_latest(out_dir)

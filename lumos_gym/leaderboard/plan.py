@@ -17,6 +17,7 @@ import gymnasium as gym
 
 from lumos_gym.agents.runner import EpisodeSpec
 from lumos_gym.conversion.gold import gold_info
+from lumos_gym.conversion.leakage import excluded_ids
 from lumos_gym.envs.registration import make_env
 from lumos_gym.errors import EvaluationError, LumosGymError
 from lumos_gym.leaderboard.provenance import data_provenance
@@ -123,13 +124,7 @@ def excluded_tasks(entry: SuiteEntry, task_ids: Iterable[str]) -> list[str]:
     """
     if not entry.excluded:
         return []
-    ids: set[str] = set()
-    for other in entry.excluded:
-        env = make_env(other.env_id, **dict(other.kwargs))
-        try:
-            ids.update(_task_ids(other, env.unwrapped.task_ids()))
-        finally:
-            env.close()
+    ids = excluded_ids(entry.excluded)
     return [t for t in task_ids if t in ids]
 
 

@@ -6,7 +6,8 @@ checksums and the card of their training), decoding, the machine and the library
 :func:`model_args` the backend options, secrets hidden;
 :func:`data_provenance` where each env's tasks come from, with checksums; :func:`fingerprint`
 what must match for a run to resume another. :func:`portable_paths` writes this machine's
-paths so that they travel between checkouts.
+paths so that they travel between checkouts (:func:`local_path` reads one back).
+:func:`run_leakage` checks a run's test tasks against the files its adapters were trained on.
 """
 
 from __future__ import annotations
@@ -29,10 +30,19 @@ from lumos_gym import __version__
 from lumos_gym.agents.base import Agent
 from lumos_gym.agents.lumos import DATASET_ROUNDS, LUMOS_ROUNDS
 from lumos_gym.conversion.episodes import EXPORT_REPORT
-from lumos_gym.conversion.leakage import LEAKAGE_FILE, leakage_summary
+from lumos_gym.conversion.leakage import (
+    LEAKAGE_FILE,
+    check_leakage,
+    eval_tasks,
+    leakage_summary,
+    read_training,
+)
+from lumos_gym.databuild import recorded_build
 from lumos_gym.envs.sources import file_sha256, tasks_sha256
+from lumos_gym.errors import LumosGymError
 from lumos_gym.gitinfo import git_provenance
-from lumos_gym.jsonl import cache_root, read_json_object
+from lumos_gym.jsonl import cache_root, read_json_object, write_json_atomic
+from lumos_gym.leaderboard.suites import suite_entries
 from lumos_gym.models.base import Backend
 from lumos_gym.training.grpo import REPORT_FILE as GRPO_REPORT
 from lumos_gym.training.grpo import checkpoint_report
@@ -63,6 +73,16 @@ def portable_paths(value: Any) -> Any:
         return item
 
     return convert(value)
+
+
+def local_path(text: str) -> Path:
+    """A path that :func:`portable_paths` wrote, as a path on this machine."""
+    for name, root in (("<lumos_gym>", lambda: Path(lumos_gym.__file__).resolve().parent),
+                       ("<cache>", lambda: cache_root().resolve()),
+                       ("~", lambda: Path("~").expanduser().resolve())):
+        if text == name or text.startswith(name + "/"):
+            return root() / text[len(name) + 1:]
+    return Path(text)
 
 
 #: Words in a backend option's name that mark a secret, which ``run.json`` never holds.
@@ -344,6 +364,87 @@ def _training_cards(backends: Mapping[str, Backend]) -> dict[str, dict[str, Any]
     return dict(sorted(cards.items()))
 
 
+def _unknown(reason: str, files: Sequence[Mapping[str, Any]] = ()) -> dict[str, Any]:
+    """A leakage entry that says why no check was made (with the files known, if any)."""
+    entry: dict[str, Any] = {"status": "unknown", "reason": reason}
+    if files:
+        entry["training_files"] = list(files)
+    return entry
+
+
+def _card_files(folder: str) -> tuple[list[dict[str, Any]], str | None]:
+    """The training files the card of the adapter in ``folder`` names, or why there are none.
+
+    Each file: the adapter, its name as the card has it, where it is here (``None``: not on
+    this machine; a relative name is looked for from here, then from the adapter's folder),
+    the card's SHA-256 and the one read here.
+    """
+    where = local_path(folder)
+    report = read_json_object(where / REPORT_FILE)
+    if report is None:
+        if _grpo_card(where) is not None:
+            return [], (f"{folder} was trained by grpo on env tasks, not files (its card's "
+                        "reward_source holds the leakage check of its train tasks)")
+        return [], "no training card" + (f" ({folder})" if folder else "")
+    names = [str(n) for n in (report.get("config") or {}).get("data") or []]
+    if not names:
+        return [], f"the training card of {folder} names no training file"
+    recorded = report.get("data_sha256") or {}
+    files = []
+    for name in names:
+        candidates = [Path(name)] if Path(name).is_absolute() else [Path(name), where / name]
+        found = next((c for c in candidates if c.is_file()), None)
+        files.append({"adapter": folder, "file": name,
+                      "path": str(found.resolve()) if found else None,
+                      "card_sha256": recorded.get(name),
+                      "sha256": _file_digest(found) if found else None})
+    return files, None
+
+
+def run_leakage(run: Mapping[str, Any], entries: Sequence[Any]) -> dict[str, Any]:
+    """The leakage check of a run's test tasks against its adapters' training files.
+
+    The adapters are the run's (``run["adapters"]``, :func:`provenance`); each one's
+    ``lumos_training.json`` (:func:`training_card`) names the files it was trained on
+    (``config.data``) and their SHA-256 (``data_sha256``). When every file is on this machine
+    with the card's checksum, they are read (:func:`~lumos_gym.conversion.leakage.read_training`,
+    with the train splits of the data build they lie in) and compared with the test tasks of
+    ``entries`` (suite entries: :func:`~lumos_gym.conversion.leakage.check_leakage`).
+
+    Returns:
+        The report's :meth:`~lumos_gym.conversion.leakage.LeakageReport.to_dict` (``clean``,
+        ``total``, ``envs``: test tasks, shared tasks, near duplicates...) with ``status``
+        ``"checked"`` and ``training_files`` (each: adapter, file, path, ``card_sha256``,
+        ``sha256``); else ``{"status": "unknown", "reason": ...}``: no adapter or one without
+        a card (``"no training card"``), a card that names no file, a file not on this
+        machine, a checksum that differs, or a check that failed. Never raises.
+    """
+    folders = sorted({str(folder) for per_role in dict(run.get("adapters") or {}).values()
+                      if isinstance(per_role, Mapping) for folder in per_role})
+    if not folders:
+        return _unknown("no training card")
+    files: list[dict[str, Any]] = []
+    for folder in folders:
+        named, why = _card_files(folder)
+        if why is not None:
+            return _unknown(why, files + named)
+        files += named
+    shown = portable_paths(files)
+    absent = [f["file"] for f in files if f["path"] is None]
+    if absent:
+        return _unknown(f"training file(s) not on this machine: {', '.join(absent)}", shown)
+    differ = [f["file"] for f in files if f["sha256"] != f["card_sha256"]]
+    if differ:
+        return _unknown(f"training file(s) whose SHA-256 differs from the card's: "
+                        f"{', '.join(differ)}", shown)
+    try:
+        paths = sorted({f["path"] for f in files})
+        report = check_leakage(read_training(paths, builds=True), eval_tasks(entries))
+    except Exception as e:  # provenance must never stop a run
+        return _unknown(f"the check failed: {type(e).__name__}: {e}", shown)
+    return {"status": "checked", **portable_paths(report.to_dict()), "training_files": shown}
+
+
 def provenance(
     agent: Agent, backends: Mapping[str, Backend], argv: Sequence[str] | None
 ) -> dict[str, Any]:
@@ -381,3 +482,64 @@ def provenance(
         "versions": versions,
         "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }, default=str)))
+
+
+def record_leakage(folder: Path, data: Path, *, checks: dict[tuple[str, ...], Any]) -> str:
+    """Write into a results folder's ``run.json`` the leakage check of its training data.
+
+    For a run whose adapters' files are not on this machine (trained elsewhere), but whose
+    cards name each file with its SHA-256: when the data build ``data`` holds a file of that
+    name and checksum in ``train/``, those files are what trained it, and the run's test tasks
+    (its suite's entries) are checked against them as :func:`run_leakage` would. The entry
+    says it was recorded afterwards (``recorded``: the command, the commit, the data build).
+    ``checks`` caches a report per set of files (folders of one board share them).
+
+    Returns:
+        A line saying what was written.
+
+    Raises:
+        LumosGymError: a folder without a suite, a card that names no file, or a file the data
+            build lacks or holds with another checksum (nothing is written then).
+    """
+    run_path = folder / "run.json"
+    run = read_json_object(run_path)
+    if run is None or not isinstance(run.get("suite"), Mapping):
+        raise LumosGymError(f"{run_path}: not the run.json of a suite run")
+    files: list[dict[str, Any]] = []
+    for adapter, card in sorted(dict(run.get("training") or {}).items()):
+        named = dict((card or {}).get("data") or {})
+        if not named:
+            raise LumosGymError(f"{run_path}: the card of {adapter} names no training file")
+        for name, digest in sorted(named.items()):
+            here = data / "train" / name
+            found = _file_digest(here) if here.is_file() else None
+            if found != digest:
+                state = "lacks it" if found is None else f"holds it with SHA-256 {found[:8]}"
+                raise LumosGymError(f"{run_path}: {adapter} was trained on {name} "
+                                    f"({str(digest)[:8]}), and {data} {state}")
+            files.append({"adapter": adapter, "file": name, "card_sha256": digest,
+                          "sha256": found, "path": f"{data.name}/train/{name}"})
+    if not files:  # the oracle, an untrained model: no training data to check against
+        run["leakage"] = {"status": "none", "reason": "no trained model: no training data",
+                          "recorded": {"by": "lumos-gym data leakage --record",
+                                       "git": git_provenance()}}
+        write_json_atomic(run_path, run)
+        return f"{folder}: no trained model, nothing to check"
+    key = tuple(sorted({f["file"] for f in files})) + (str(run["suite"].get("name")),)
+    if key not in checks:
+        entries = suite_entries(suite=str(run["suite"].get("name")))
+        paths = [data / "train" / name for name in key[:-1]]
+        checks[key] = check_leakage(read_training(paths, builds=True), eval_tasks(entries))
+    report = checks[key]
+    build = recorded_build(data) or {}
+    run["leakage"] = {
+        "status": "checked", **portable_paths(report.to_dict()), "training_files": files,
+        "recorded": {"by": "lumos-gym data leakage --record", "git": git_provenance(),
+                     "data_build": build.get("id"),
+                     "at": time.strftime("%Y-%m-%dT%H:%M:%S%z")},
+    }
+    write_json_atomic(run_path, run)
+    total = run["leakage"].get("total") or {}
+    return (f"{folder}: leakage recorded against data build {build.get('id')} "
+            f"({', '.join(key[:-1])}): {total.get('shared_tasks')} shared task(s), "
+            f"{total.get('near_duplicates')} near duplicate(s)")

@@ -21,11 +21,21 @@ page (sortable, filterable, self-contained, with a trajectory viewer page per ru
 it) and a PNG bar chart with the intervals as error bars (the ``leaderboard`` extra:
 matplotlib). :func:`validate` checks a submission folder.
 
+Training seeds: the rows of one agent trained with several seeds on the same data and budget
+(:func:`~lumos_gym.leaderboard.cards.seed_groups`) are shown as one row, a :class:`SeedRow`
+(``lumos-i (3 seeds)``): each cell the mean over the seeds of each seed's env mean, with a
+two-level bootstrap interval that resamples the seeds as well as the tasks
+(:func:`~lumos_gym.leaderboard.stats.two_level_bootstrap`); each seed's own scores go to the
+"Training seeds" section, and a row trained with one seed is labelled ``(1 seed)``.
+``load_board(..., group_seeds=False)`` (``--no-seed-groups``) shows every seed's row instead.
+
 Paired differences: :func:`attach_reference` compares every row with a reference row episode by
 episode (:mod:`lumos_gym.leaderboard.stats`), and the md, csv and html outputs then add each
 row's difference per env and for the suite score, with its paired interval and test; without a
-reference they are as before. :func:`render_comparison` writes the full paired table of two
-rows (``--compare A B``).
+reference they are as before. A seed group, as the reference or as a row, is compared over its
+seeds and tasks (:func:`~lumos_gym.leaderboard.stats.compare_groups`); a reference that names
+one seed's run stands for its group. :func:`render_comparison` writes the full paired table of
+two rows (``--compare A B``).
 
 Failures of the machinery: a row with episodes that ended in ``infra-error`` (a backend or env
 server failed, not the agent; :func:`~lumos_gym.leaderboard.results.is_infra_error`) has them
@@ -42,7 +52,7 @@ import io
 import json
 import os
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -50,7 +60,7 @@ from typing import Any
 from urllib.parse import quote
 
 from lumos_gym import __version__
-from lumos_gym.agents.plugins import registered_agent
+from lumos_gym.agents.plugins import agent_can_act, registered_agent
 from lumos_gym.errors import EvaluationError, LumosGymError
 from lumos_gym.jsonl import folder_problem
 from lumos_gym.leaderboard.agreement import AGREEMENT_NOTE, agreement, agreement_rows
@@ -62,8 +72,18 @@ from lumos_gym.leaderboard.attribution import (
     counterfactual_kind,
     table_rows,
 )
-from lumos_gym.leaderboard.cards import cards_markdown, seeds_markdown
-from lumos_gym.leaderboard.claims import claims_markdown, trained_families
+from lumos_gym.leaderboard.cards import (
+    Spread,
+    budget_text,
+    cards_markdown,
+    group_names,
+    role_cards,
+    seed_groups,
+    seed_text,
+    seeds_markdown,
+    training_seeds,
+)
+from lumos_gym.leaderboard.claims import CLAIMS, claims_markdown, trained_families
 from lumos_gym.leaderboard.folders import follow_latest, is_latest_link
 from lumos_gym.leaderboard.plan import plan_env, spec_key
 from lumos_gym.leaderboard.provenance import adapter_weights
@@ -83,7 +103,16 @@ from lumos_gym.leaderboard.results import (
     suite_mean_se,
     summarize,
 )
-from lumos_gym.leaderboard.stats import Comparison, PairedDiff, compare_records
+from lumos_gym.leaderboard.stats import (
+    Comparison,
+    PairedDiff,
+    SeedMatrix,
+    compare_records,
+    compare_seed_matrices,
+    pair_key,
+    seed_matrices,
+    two_level_bootstrap,
+)
 from lumos_gym.leaderboard.suites import get_suite, suite_entries
 from lumos_gym.text import markdown_table
 
@@ -270,6 +299,8 @@ class Entry:
     covered: int = 0
     #: env id → the episodes of the row's envs that ended in ``infra-error`` (none: empty)
     infra: dict[str, int] = field(default_factory=dict)
+    #: shown after the name when the board groups seeds: ``1 seed`` for a trained row alone
+    seed_note: str = ""
 
     @property
     def infra_errors(self) -> int:
@@ -278,8 +309,9 @@ class Entry:
 
     @property
     def label(self) -> str:
-        """Return the row's name as shown: with :data:`INFRA_MARK` when it has infra errors."""
-        return f"{self.name} {INFRA_MARK}" if self.infra else self.name
+        """Return the row's name as shown: its seed note, and :data:`INFRA_MARK` if it needs one."""
+        name = f"{self.name} ({self.seed_note})" if self.seed_note else self.name
+        return f"{name} {INFRA_MARK}" if self.infra else name
 
     @property
     def ceiling(self) -> bool:
@@ -327,6 +359,126 @@ class Entry:
         return sum(c.episodes for c in self.cells.values())
 
 
+#: The rule of a seed group's suite score (a :class:`SeedRow`'s ``score``).
+GROUP_SCORE_RULE = (
+    "unweighted mean over envs of each env's mean over seeds of each seed's mean; ci95 = "
+    "two-level percentile bootstrap resampling the training seeds (once for every env) and the "
+    "tasks within each env; se = the replicates' standard deviation"
+)
+
+
+@dataclass
+class SeedRow:
+    """The runs of one agent trained with several seeds on one budget, shown as one row.
+
+    Each cell is the mean over the seeds of each seed's env mean, with the two-level bootstrap
+    interval of :func:`~lumos_gym.leaderboard.stats.two_level_bootstrap` (``se``: the
+    replicates' standard deviation); the suite score (:data:`GROUP_SCORE_RULE`) is the mean of
+    the cells. The members keep their own rows in ``Board.entries`` (their cards, trajectory
+    pages, the "Training seeds" section).
+
+    Attributes:
+        name: the row's name (:func:`~lumos_gym.leaderboard.cards.group_names`).
+        members: the runs of the group, one per training seed, in seed order.
+        cells: env id → the group's cell.
+        score: the group's suite score.
+        matrices: env id → the group's seeds × tasks values (what its intervals resample).
+    """
+
+    name: str
+    members: list[Entry]
+    cells: dict[str, Cell]
+    score: dict[str, Any]
+    rank: int = 0
+    covered: int = 0
+    matrices: dict[str, SeedMatrix] = field(default_factory=dict, repr=False)
+
+    @property
+    def agent(self) -> str:
+        """Return the agent's name."""
+        return self.members[0].agent
+
+    @property
+    def ceiling(self) -> bool:
+        """A seed group never reads gold data (such rows are never grouped)."""
+        return False
+
+    @property
+    def rank_text(self) -> str:
+        """The rank as shown."""
+        return str(self.rank)
+
+    @property
+    def run(self) -> dict[str, Any]:
+        """Return the first seed's run.json."""
+        return self.members[0].run
+
+    @property
+    def dirs(self) -> list[ResultsDir]:
+        """Return every results folder of the group."""
+        return [d for member in self.members for d in member.dirs]
+
+    @property
+    def models(self) -> str:
+        """Return each role's model, then the recipe and budget that trained them."""
+        return f"{self.members[0].models}; trained {budget_text(self.run)}"
+
+    @property
+    def infra(self) -> dict[str, int]:
+        """Return env id → the group's episodes that ended in ``infra-error``."""
+        out: dict[str, int] = {}
+        for member in self.members:
+            for env_id, n in member.infra.items():
+                out[env_id] = out.get(env_id, 0) + n
+        return dict(sorted(out.items()))
+
+    @property
+    def infra_errors(self) -> int:
+        """Return the group's episodes that ended in ``infra-error``."""
+        return sum(self.infra.values())
+
+    @property
+    def label(self) -> str:
+        """Return the row's name as shown (with :data:`INFRA_MARK` if a seed has infra errors)."""
+        return f"{self.name} {INFRA_MARK}" if self.infra else self.name
+
+    @property
+    def episodes(self) -> int:
+        """Return the number of episodes over the table's envs, every seed's."""
+        return sum(c.episodes for c in self.cells.values())
+
+    @property
+    def seeds(self) -> str:
+        """Return the training seeds, as shown: ``0, 1, 2``."""
+        return ", ".join(seed_text(m.run) for m in self.members)
+
+
+def seed_row(name: str, members: Sequence[Entry], envs: Sequence[str]) -> SeedRow:
+    """Build the row of a seed group from its runs (each one seed's), over ``envs``."""
+    members = sorted(members, key=lambda m: training_seeds(m.run))
+    runs = {tuple(training_seeds(m.run)): entry_records(m) for m in members}
+    matrices = seed_matrices(runs, envs=envs)
+    boot = two_level_bootstrap(matrices)
+    cells = {}
+    for env_id, estimate in boot.envs.items():
+        have = [m.cells[env_id] for m in members if env_id in m.cells]
+        statuses: dict[str, int] = {}
+        for cell in have:
+            for status, n in cell.statuses.items():
+                statuses[status] = statuses.get(status, 0) + n
+        cells[env_id] = Cell(env_id, have[0].metric if have else "reward", estimate.value,
+                             estimate.se, estimate.ci95, sum(c.episodes for c in have), statuses)
+    suite = boot.suite
+    score = {"rule": GROUP_SCORE_RULE, "envs": len(cells),
+             "mean": suite.value if suite else 0.0, "se": suite.se if suite else None,
+             "ci95": suite.ci95 if suite else None}
+    return SeedRow(name, list(members), cells, score, matrices=matrices)
+
+
+#: A row of the ranked table: one run, or a seed group.
+Shown = Entry | SeedRow
+
+
 @dataclass
 class Reported:
     """The paper's reported numbers (``leaderboard/reported.json``)."""
@@ -353,6 +505,17 @@ class Board:
     attributions: list[Attribution] = field(default_factory=list)
     #: each row's paired differences to a reference row (``--reference``), or None
     paired: Paired | None = None
+    #: the seed groups shown as one row each (:func:`group_seed_rows`; empty: not grouped)
+    groups: list[SeedRow] = field(default_factory=list)
+    #: the rows of the ranked table, ranked, when seeds are grouped (None: ``entries``)
+    shown: list[Shown] | None = None
+    #: show the Lumos paper's reported numbers and its claims measured (``--paper``)
+    paper: bool = False
+
+    @property
+    def rows(self) -> list[Shown]:
+        """Return the rows of the ranked table: each seed group as one row (when grouped)."""
+        return self.shown if self.shown is not None else list(self.entries)
 
     def metric_of(self, env_id: str) -> str:
         """Return the primary metric's name of an env column."""
@@ -524,11 +687,14 @@ def _distinct_folders(paths: Sequence[str | Path], warnings: list[str]) -> list[
     return [found[i] for i in sorted(kept.values())]
 
 
-def load_board(paths: Sequence[str | Path], *, suite: str | None = None) -> Board:
+def load_board(
+    paths: Sequence[str | Path], *, suite: str | None = None, group_seeds: bool = True
+) -> Board:
     """Read results folders into a ranked :class:`Board`.
 
     Folders that cannot be read are skipped with a warning naming the file; the others still
-    load. With ``suite``, the columns are that suite's envs.
+    load. With ``suite``, the columns are that suite's envs. With ``group_seeds`` (the
+    default), each seed group is one row of the ranked table (:func:`group_seed_rows`).
 
     Raises:
         LeaderboardError: no results at all could be read, or an unknown suite.
@@ -580,7 +746,79 @@ def load_board(paths: Sequence[str | Path], *, suite: str | None = None) -> Boar
     reported.matches = _match_datasets(reported, entries)
     board = Board(entries, envs, reported, warnings, suite)
     _attach_attributions(board)
+    if group_seeds:
+        group_seed_rows(board)
     return board
+
+
+def _rank(rows: list[Shown]) -> None:
+    """Sort rows as the board ranks them and number them (ceiling rows: 0)."""
+    rows.sort(key=lambda x: (x.ceiling, -x.covered, -float(x.score.get("mean", 0.0)), x.name))
+    for n, row in enumerate(rows, 1):
+        row.rank = 0 if row.ceiling else n
+
+
+def group_seed_rows(board: Board) -> None:
+    """Show each seed group of ``board`` as one row, and label trained rows of one seed.
+
+    The groups (:func:`~lumos_gym.leaderboard.cards.seed_groups`) become :class:`SeedRow` rows
+    in ``board.groups``; every other run stays a row, labelled ``(1 seed)`` when it has a
+    training card; ``board.shown`` holds the rows, ranked again.
+    """
+    groups = seed_groups(board.entries)
+    grouped = {id(row) for group in groups for row in group.rows}
+    rows: list[Shown] = [seed_row(name, group.rows, board.envs)  # type: ignore[arg-type]
+                         for group, name in zip(groups, group_names(groups), strict=True)]
+    for entry in board.entries:
+        if id(entry) in grouped:
+            continue
+        if role_cards(entry.run) and not entry.ceiling:
+            entry.seed_note = "1 seed"
+        rows.append(entry)
+    for row in rows:
+        row.covered = sum(env in row.cells for env in board.envs)
+    _rank(rows)
+    board.groups = [row for row in rows if isinstance(row, SeedRow)]
+    board.shown = rows
+
+
+#: What the rows of seed groups are, written under the ranked table of a board that has them.
+SEED_ROWS_NOTE = (
+    "Rows named `agent (k seeds)` are one agent trained with k seeds on the same data and "
+    "budget (their cards agree on everything but the seed; the Training seeds section lists "
+    "each seed's run): each cell is the mean over the seeds of each seed's mean, and its "
+    "interval a two-level bootstrap that resamples the training seeds as well as the tasks. "
+    "`--no-seed-groups` shows each seed's run as a row."
+)
+
+
+def seed_rows_markdown(board: Board) -> list[str]:
+    """The note under the ranked table on its seed groups and single-seed rows (none: empty).
+
+    It names the rows trained with one seed, whose intervals leave out the spread of
+    training, and gives that spread where the board measures it: each group's standard
+    deviation of the suite score over its seeds.
+    """
+    if board.shown is None:
+        return []
+    single = [e.name for e in board.rows if isinstance(e, Entry) and e.seed_note]
+    spread = [(group.name, Spread([float(m.score["mean"]) for m in group.members]).sd)
+              for group in board.groups]
+    if not single and not spread:
+        return []
+    parts = [SEED_ROWS_NOTE] if spread else []
+    sds = ", ".join(f"{sd:.3f} for {name}" for name, sd in spread)
+    if single and spread:
+        parts.append(f"Single-seed rows: {', '.join(single)}: their intervals hold the tasks' "
+                     "noise only, not training's; the seed SD of the suite score is "
+                     f"{sds}.")
+    elif single:
+        parts.append(f"Single-seed rows: {', '.join(single)}: their intervals hold the tasks' "
+                     "noise only; no agent on this board was trained with several seeds, so the "
+                     "spread that training alone causes is not measured here.")
+    else:
+        parts.append(f"The seed SD of the suite score is {sds}.")
+    return ["", " ".join(parts)]
 
 
 def _attach_attributions(board: Board) -> None:
@@ -650,7 +888,7 @@ def render_markdown(board: Board) -> str:
     headers += [f"{short_env(e)} ({board.metric_of(e)})" for e in board.envs]
     headers.append("episodes")
     rows = []
-    for entry in board.entries:
+    for entry in board.rows:
         rows.append([
             entry.rank_text, entry.label, entry.agent, entry.models, cell_text(entry.score),
             f"{entry.covered}/{len(board.envs)}",
@@ -665,11 +903,42 @@ def render_markdown(board: Board) -> str:
         f"more. {CEILING_NOTE}", "",
     ]
     lines += markdown_table(headers, rows, align="r")
+    lines += seed_rows_markdown(board)
     lines += infra_markdown(board)
     lines += paired_markdown(board)
     lines += _claims_md(board)
     lines += _seeds_md(board)
     lines += _attribution_md(board)
+    lines += _reported_md(board)
+    lines += cards_markdown([e for e in board.entries if not e.ceiling])
+    return "\n".join(lines) + "\n"
+
+
+def task_sets_problem(board: Board) -> str | None:
+    """A line saying which rows cover other tasks than the first ranked row, or None.
+
+    Rows ranked together should be scored on the same tasks (env, task and seed): a row over
+    fewer or other tasks ranks by a suite score of other episodes. Ceiling and counterfactual
+    rows count too: they are read beside the others.
+    """
+    if len(board.entries) < 2:
+        return None
+    keys = {e.name: {pair_key(r) for rs in e.records.values() for r in rs}
+            for e in board.entries}
+    first = board.entries[0].name
+    others = [f"{name} ({len(k - keys[first])} not in {first}'s, {len(keys[first] - k)} of "
+              f"its missing)" for name, k in keys.items() if k != keys[first]]
+    if not others:
+        return None
+    return (f"rows cover different tasks: against {first}'s {len(keys[first])} episodes, "
+            + "; ".join(others))
+
+
+def _reported_md(board: Board) -> list[str]:
+    """The paper's reported numbers, apart (none without ``--paper``)."""
+    if not board.paper:
+        return []
+    lines: list[str] = []
     reported = board.reported
     names = [d["name"] for d in reported.datasets]
     lines += ["", "## Reported (Lumos paper)", "",
@@ -682,33 +951,38 @@ def render_markdown(board: Board) -> str:
     rows = [[r["agent"] + (" (cited)" if r.get("cited") else ""), "reported",
              *[_reported_value(reported, r, n) for n in names]] for r in reported.rows]
     lines += markdown_table(["agent", "kind", *names], rows)
-    lines += cards_markdown([e for e in board.entries if not e.ceiling])
-    return "\n".join(lines) + "\n"
+    return lines
 
 
 def render_csv(board: Board) -> str:
     """Render the board as a tidy CSV.
 
     One row per run and env (and one for its suite score), then one per reported agent and
-    dataset. When a row has episodes that ended in ``infra-error``, a last column
-    ``infra_errors`` counts them (per env; the row's total on its suite score).
+    dataset. When a row has episodes that ended in ``infra-error``, a column ``infra_errors``
+    counts them (per env; the row's total on its suite score). When the board groups seeds
+    and has trained rows, a last column ``seeds`` names each row's training seeds (``0, 1, 2``
+    for a seed group, ``0`` for a row of one seed, empty without a training card).
     """
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
-    infra = ["infra_errors"] if any(e.infra for e in board.entries) else []
+    shown = board.rows
+    infra = ["infra_errors"] if any(e.infra for e in shown) else []
+    seeds = {row.name: _seeds_column(row) for row in shown}
+    seeded = ["seeds"] if board.shown is not None and any(seeds.values()) else []
     extra = PAIRED_CSV_COLUMNS if board.paired is not None else []
-    pad = [""] * (len(extra) + len(infra))
+    pad = [""] * (len(extra) + len(infra) + len(seeded))
     writer.writerow(["kind", "rank", "run", "agent", "models", "env", "metric", "mean", "se",
-                     "ci_low", "ci_high", "episodes", *extra, *infra])
+                     "ci_low", "ci_high", "episodes", *extra, *infra, *seeded])
     paired_pad = [""] * len(extra)
-    for entry in board.entries:
+    for entry in shown:
         score = entry.score
         ci = score.get("ci95") or [None, None]
         kind, rank = (_gold_kind(entry.agent), "") if entry.ceiling else ("measured", entry.rank)
+        tail = [seeds[entry.name]] if seeded else []
         writer.writerow([
             kind, rank, entry.name, entry.agent, entry.models, "suite score",
             f"mean of {score.get('envs', 0)} envs", score.get("mean"), score.get("se"), ci[0],
-            ci[1], entry.episodes, *paired_pad, *([entry.infra_errors] if infra else []),
+            ci[1], entry.episodes, *paired_pad, *([entry.infra_errors] if infra else []), *tail,
         ])
         for env_id in board.envs:
             cell = entry.cells.get(env_id)
@@ -717,16 +991,24 @@ def render_csv(board: Board) -> str:
             ci = cell.ci95 or [None, None]
             writer.writerow([kind, rank, entry.name, entry.agent, entry.models, env_id,
                              cell.metric, cell.mean, cell.se, ci[0], ci[1], cell.episodes,
-                             *paired_pad, *([entry.infra.get(env_id, 0)] if infra else [])])
+                             *paired_pad, *([entry.infra.get(env_id, 0)] if infra else []),
+                             *tail])
     for row in paired_csv_rows(board):
-        writer.writerow(row + [""] * len(infra))
+        writer.writerow(row + [""] * len(infra) + ([seeds.get(row[2], "")] if seeded else []))
     reported = board.reported
     metric = {d["name"]: d["metric"] for d in reported.datasets}
-    for row in reported.rows:
+    for row in reported.rows if board.paper else ():
         for dataset, value in (row.get("values") or {}).items():
             writer.writerow(["reported", "", "", row["agent"], "", dataset, metric.get(dataset),
                              float(value) / reported.scale, "", "", "", "", *pad])
     return out.getvalue()
+
+
+def _seeds_column(row: Shown) -> str:
+    """A row's training seeds for the CSV: ``0, 1, 2`` (a group), ``0`` (one), or empty."""
+    if isinstance(row, SeedRow):
+        return row.seeds
+    return seed_text(row.run) if role_cards(row.run) else ""
 
 
 # ---------------------------------------------------------------------------------- PNG
@@ -746,7 +1028,7 @@ def render_png(board: Board, out: Path, *, max_runs: int = 12) -> Path:
             "--format png needs matplotlib, the 'leaderboard' extra: "
             "pip install 'lumos-gym[leaderboard]' (or pip install 'matplotlib>=3.8')"
         ) from None
-    entries = board.entries[:max_runs]
+    entries = board.rows[:max_runs]
     groups = ["suite score", *[short_env(e) for e in board.envs]]
     width = 0.8 / max(len(entries), 1)
     fig, ax = plt.subplots(figsize=(max(6.0, 1.2 * len(groups) + 2), 4.5), dpi=100)
@@ -1083,11 +1365,11 @@ def render_html(board: Board, out: Path, *, trajectories: bool = True) -> list[P
     out.parent.mkdir(parents=True, exist_ok=True)
     folder = out.parent / f"{out.stem}-trajectories"
     written: list[Path] = []
-    rows = []
+    pages: dict[str, dict[str, Path]] = {}  # run → env id → its trajectory page
     for entry, slug in zip(board.entries, _run_slugs(board.entries), strict=True):
-        pages = _write_viewers(board, entry, folder / slug, out) if trajectories else {}
-        written += pages.values()
-        rows.append(_measured_row(board, entry, pages, out))
+        pages[entry.name] = _write_viewers(board, entry, folder / slug, out) if trajectories else {}
+        written += pages[entry.name].values()
+    rows = [_measured_row(board, row, pages, out) for row in board.rows]
     heads = _measured_heads(board)
     rheads, rrows = _reported_table(board.reported)
     warnings = "".join(f"<li>{_e(w)}</li>" for w in board.warnings)
@@ -1102,17 +1384,19 @@ def render_html(board: Board, out: Path, *, trajectories: bool = True) -> list[P
         ' <span id="shown"></span></p>'
         f'<div class="wrap"><table id="measured" class="sortable"><thead><tr>{"".join(heads)}'
         f'</tr></thead><tbody>{"".join(rows)}</tbody></table></div>'
+        + markdown_section_html(seed_rows_markdown(board))
         + markdown_section_html(infra_markdown(board))
         + paired_html(board)
         + markdown_section_html(_claims_md(board))
         + markdown_section_html(_seeds_md(board))
         + _attribution_html(board, out, links=trajectories)
-        + "<h2>Reported (Lumos paper)</h2>"
-        f'<p class="note">Never ranked. {_e(board.reported.note)} '
-        f"Values: the paper's percentages / {board.reported.scale:g}; ≈: approximate in the "
-        f"paper. Source: {_e(board.reported.source)}</p>"
-        f'<div class="wrap"><table id="reported" class="sortable"><thead><tr>{"".join(rheads)}'
-        f'</tr></thead><tbody>{"".join(rrows)}</tbody></table></div>'
+        + (("<h2>Reported (Lumos paper)</h2>"
+            f'<p class="note">Never ranked. {_e(board.reported.note)} '
+            f"Values: the paper's percentages / {board.reported.scale:g}; ≈: approximate in "
+            f"the paper. Source: {_e(board.reported.source)}</p>"
+            f'<div class="wrap"><table id="reported" class="sortable"><thead><tr>'
+            f'{"".join(rheads)}</tr></thead><tbody>{"".join(rrows)}</tbody></table></div>')
+           if board.paper else "")
         + markdown_section_html(cards_markdown([e for e in board.entries if not e.ceiling]))
         + (f"<h2>Warnings</h2><ul>{warnings}</ul>" if warnings else "")
     )
@@ -1200,16 +1484,23 @@ def _measured_heads(board: Board) -> list[str]:
     return heads
 
 
-def _measured_row(board: Board, entry: Entry, pages: Mapping[str, Path], out: Path) -> str:
-    """Return one run's row of the measured table, each env's value linking to its page."""
+def _measured_row(
+    board: Board, entry: Shown, pages: Mapping[str, Mapping[str, Path]], out: Path
+) -> str:
+    """Return one row of the measured table, each env's value linking to its page.
+
+    ``pages``: run → env id → its trajectory page. A seed group's value links to each seed's.
+    """
     provenance = entry.run
     git = provenance.get("git") or {}
     title = (f"lumos-gym {provenance.get('lumos_gym')}, commit {git.get('commit') or '-'}"
              f"{' (dirty)' if git.get('dirty') else ''}, folders: "
              + ", ".join(str(d.path) for d in entry.dirs))
+    if isinstance(entry, SeedRow):
+        title = f"seeds {entry.seeds}: " + ", ".join(m.name for m in entry.members) + "; " + title
     score = entry.score
     cells = [
-        f'<td class="num" data-value="{entry.rank or len(board.entries) + 1}">'
+        f'<td class="num" data-value="{entry.rank or len(board.rows) + 1}">'
         f"{entry.rank_text}</td>",
         f'<td class="name" title="{_e(title)}">{_e(entry.label)}</td>',
         f'<td class="name">{_e(entry.agent)}</td>',
@@ -1223,11 +1514,17 @@ def _measured_row(board: Board, entry: Entry, pages: Mapping[str, Path], out: Pa
         if cell is None:
             cells.append('<td class="num" data-value="">-</td>')
             continue
-        if env_id not in pages:  # rendered without trajectory pages
+        if isinstance(entry, SeedRow):
+            cells.append(f'<td class="num" data-value="{cell.mean!r}">{_num(cell.mean)} '
+                         f'<span class="ci">{_ci(cell.ci95)}'
+                         f"{_seed_links(entry, env_id, pages, out)}</span></td>")
+            continue
+        if env_id not in pages.get(entry.name, {}):  # rendered without trajectory pages
             cells.append(f'<td class="num" data-value="{cell.mean!r}">{_num(cell.mean)} '
                          f'<span class="ci">{_ci(cell.ci95)}</span></td>')
             continue
-        href = quote(os.path.relpath(pages[env_id], out.parent).replace(os.sep, "/"))
+        href = quote(os.path.relpath(pages[entry.name][env_id], out.parent)
+                     .replace(os.sep, "/"))
         cells.append(
             f'<td class="num" data-value="{cell.mean!r}"><a href="{_e(href)}" '
             f'title="{_e(cell.episodes)} episodes: trajectories">{_num(cell.mean)}</a> '
@@ -1236,6 +1533,20 @@ def _measured_row(board: Board, entry: Entry, pages: Mapping[str, Path], out: Pa
     cells.append(f'<td class="num" data-value="{entry.episodes}">{entry.episodes}</td>')
     kind = "measured ceiling" if entry.ceiling else "measured"
     return f'<tr class="{kind}" data-run="{_e(entry.name)}">{"".join(cells)}</tr>'
+
+
+def _seed_links(
+    row: SeedRow, env_id: str, pages: Mapping[str, Mapping[str, Path]], out: Path
+) -> str:
+    """`` seeds 0 1 2``, each seed linking to its run's trajectory page ("" without pages)."""
+    links = []
+    for member in row.members:
+        page = pages.get(member.name, {}).get(env_id)
+        if page is not None:
+            href = quote(os.path.relpath(page, out.parent).replace(os.sep, "/"))
+            links.append(f'<a href="{_e(href)}" title="{_e(member.name)}: trajectories">'
+                         f"{_e(seed_text(member.run))}</a>")
+    return f"<br>seeds {' '.join(links)}" if links else ""
 
 
 def _reported_table(reported: Reported) -> tuple[list[str], list[str]]:
@@ -1263,13 +1574,23 @@ def _reported_table(reported: Reported) -> tuple[list[str], list[str]]:
 #: The ``--reference`` value naming the top-ranked run that is not a ceiling row.
 TOP = "top"
 #: The columns a CSV gains when the board has a reference row.
-PAIRED_CSV_COLUMNS = ["reference", "test", "p_value", "excludes_zero"]
+PAIRED_CSV_COLUMNS = ["reference", "test", "p_value", "excludes_zero", "p_holm", "significant"]
 #: How the paired differences are made, written under their tables.
 PAIRED_NOTE = (
     "Paired by env, task and seed over the episodes both runs have; the interval is a paired "
     "bootstrap of the per-episode differences (2,000 resamples, seed 0; for the suite score, "
     "resampled within each env and averaged over envs); p is the paired test's: exact McNemar "
     "for 0/1 metrics, a sign-flip permutation test otherwise (and for the suite score)."
+)
+#: How a seed group is compared, written under the paired table of a board that groups seeds.
+GROUP_PAIRED_NOTE = (
+    "A comparison with a row of several training seeds (the reference's included) resamples "
+    "seeds and tasks: each of 2,000 replicates draws the seeds with replacement (seed pairs "
+    "when both rows have the same seeds, each row's seeds apart otherwise; a single-seed row "
+    "is its one seed) and the tasks with replacement, and takes the difference of the mean "
+    "over the drawn seeds of each seed's mean over the drawn tasks (for the suite score the "
+    "seeds are drawn once for every env, the tasks within each env); its p is the sign-flip "
+    "test of the per-task differences of the means over the seeds, and its count is of tasks."
 )
 
 
@@ -1278,12 +1599,12 @@ class Paired:
     """Every row's paired differences to one reference row (row minus reference).
 
     Attributes:
-        reference: the reference row.
-        comparisons: run name → its :class:`~lumos_gym.leaderboard.stats.Comparison` with
-            the reference (the reference itself left out).
+        reference: the reference row (a run, or a seed group).
+        comparisons: row name → its :class:`~lumos_gym.leaderboard.stats.Comparison` with
+            the reference (the reference itself left out), for each row of ``Board.rows``.
     """
 
-    reference: Entry
+    reference: Shown
     comparisons: dict[str, Comparison]
 
 
@@ -1312,6 +1633,32 @@ def find_entry(board: Board, name: str) -> Entry:
                            f"or {TOP})")
 
 
+def find_row(board: Board, name: str) -> Shown:
+    """Return the row of the ranked table that ``name`` names (:func:`find_entry`).
+
+    ``name`` may name a seed group's row, or one seed's run (or folder): that run's group.
+    ``top`` is the top-ranked row that is not a ceiling (unless a row is called ``top``).
+
+    Raises:
+        LeaderboardError: no row matches; the message lists the runs.
+    """
+    for row in board.rows:
+        if row.name == name:
+            return row
+    if name == TOP and not any(e.name == TOP for e in board.entries):
+        for row in board.rows:
+            if not row.ceiling:
+                return row
+    try:
+        entry = find_entry(board, name)
+    except LeaderboardError as e:
+        if not board.groups:
+            raise
+        shown = ", ".join(g.name for g in board.groups)
+        raise LeaderboardError(f"{e}; seed groups: {shown}") from None
+    return next((g for g in board.groups if any(m is entry for m in g.members)), entry)
+
+
 def entry_records(entry: Entry) -> list[dict[str, Any]]:
     """Return every episode record of a row (over the board's envs)."""
     return [r for records in entry.records.values() for r in records]
@@ -1328,15 +1675,47 @@ def compare_entries(a: Entry, b: Entry, envs: Iterable[str] | None = None) -> Co
 
 
 def attach_reference(board: Board, name: str) -> Paired:
-    """Compare every row of ``board`` with the row ``name`` and keep it in ``board.paired``."""
-    reference = find_entry(board, name)
-    comparisons = {
-        entry.name: compare_records(entry_records(entry), entry_records(reference),
-                                    envs=board.envs)
-        for entry in board.entries if entry is not reference
-    }
+    """Compare every row of ``board`` with the row ``name`` and keep it in ``board.paired``.
+
+    ``name`` may name one seed's run of a seed group: the group is then the reference.
+    """
+    reference = find_row(board, name)
+    cache: dict[int, dict[str, SeedMatrix]] = {}
+    comparisons = {row.name: compare_rows(row, reference, board.envs, cache=cache)
+                   for row in board.rows if row is not reference}
     board.paired = Paired(reference, comparisons)
     return board.paired
+
+
+def _matrices(
+    row: Shown, envs: Iterable[str] | None, cache: dict[int, dict[str, SeedMatrix]]
+) -> dict[str, SeedMatrix]:
+    """A row's seeds × tasks values per env: a group's own, or a run's as one seed's."""
+    wanted = set(envs) if envs is not None else None
+    if isinstance(row, SeedRow):
+        return {e: m for e, m in row.matrices.items() if wanted is None or e in wanted}
+    if id(row) not in cache:
+        runs = {tuple(training_seeds(row.run)): entry_records(row)}
+        cache[id(row)] = seed_matrices(runs, envs=wanted)
+    return cache[id(row)]
+
+
+def compare_rows(
+    a: Shown, b: Shown, envs: Iterable[str] | None = None, *,
+    cache: dict[int, dict[str, SeedMatrix]] | None = None,
+) -> Comparison:
+    """Compare two rows of the ranked table (A minus B) on each env's primary metric.
+
+    Two runs pair episode by episode (:func:`~lumos_gym.leaderboard.stats.compare_records`);
+    a seed group on either side makes it a comparison over seeds and tasks
+    (:func:`~lumos_gym.leaderboard.stats.compare_seed_matrices`, a run being one seed's).
+    ``cache`` keeps the runs' matrices between calls over the same ``envs``.
+    """
+    if isinstance(a, Entry) and isinstance(b, Entry):
+        return compare_records(entry_records(a), entry_records(b), envs=envs)
+    envs = list(envs) if envs is not None else None
+    cache = {} if cache is None else cache
+    return compare_seed_matrices(_matrices(a, envs, cache), _matrices(b, envs, cache))
 
 
 def _p_text(p: float | None) -> str:
@@ -1345,12 +1724,23 @@ def _p_text(p: float | None) -> str:
     return "p<0.001" if p < 0.001 else f"p={p:.3f}"
 
 
+def _tested_text(diff: PairedDiff) -> str:
+    """``p=0.004``, with the Holm-adjusted p-value after it when it was adjusted."""
+    text = _p_text(diff.p_value)
+    adjusted = _p_text(diff.p_holm) if diff.p_holm is not None else text
+    return text if adjusted == text else f"{text} (Holm {adjusted[1:].lstrip('=')})"
+
+
 def diff_text(diff: PairedDiff | None, *, mark: str = " *") -> str:
-    """Return ``+0.125 [0.040, 0.210] p=0.004 *`` (``mark`` when the interval excludes 0)."""
+    """Return ``+0.125 [0.040, 0.210] p=0.004 (Holm 0.020) *``.
+
+    ``mark`` when the difference is significant: its interval excludes 0 and its test's p,
+    Holm-adjusted when it was (:attr:`~lumos_gym.leaderboard.stats.PairedDiff.significant`).
+    """
     if diff is None or diff.n == 0:
         return "-"
-    return (f"{diff.diff:+.3f} {_ci(diff.ci95)} {_p_text(diff.p_value)}"
-            + (mark if diff.excludes_zero else ""))
+    return (f"{diff.diff:+.3f} {_ci(diff.ci95)} {_tested_text(diff)}"
+            + (mark if diff.significant else ""))
 
 
 def _paired_cells(board: Board, comparison: Comparison) -> list[PairedDiff | None]:
@@ -1366,36 +1756,85 @@ def paired_markdown(board: Board) -> list[str]:
     name = paired.reference.name
     headers = ["rank", "run", "agent", f"suite score - {name}"]
     headers += [f"{short_env(e)} - {name}" for e in board.envs]
-    headers.append("paired episodes")
+    headers.append("paired tasks" if board.groups else "paired episodes")
     rows = []
-    for entry in board.entries:
+    for entry in board.rows:
         comparison = paired.comparisons.get(entry.name)
         if comparison is None:
             continue
         cells = [diff_text(d, mark=" \\*") for d in _paired_cells(board, comparison)]
         rows.append([entry.rank_text, entry.name, entry.agent, *cells, comparison.suite.n])
+    note = _paired_note(board)
     return ["", f"## Paired differences to `{name}`", "",
             f"Each cell: the row's primary metric minus `{name}`'s, `difference [95% interval] "
-            f"p`; \\* marks a difference whose interval excludes 0. {PAIRED_NOTE}", "",
+            f"p`; \\* marks a difference whose interval excludes 0 and whose test gives p < 0.05 "
+            f"after a Holm correction over the row's envs (the adjusted p in brackets). {note}",
+            "",
             *markdown_table(headers, rows, align="r")]
 
 
+def _paired_note(board: Board) -> str:
+    """How the paired differences were made: run by run, over seeds and tasks, or both."""
+    if board.paired is not None and isinstance(board.paired.reference, SeedRow):
+        return GROUP_PAIRED_NOTE
+    if board.groups:
+        return f"{PAIRED_NOTE} {GROUP_PAIRED_NOTE}"
+    return PAIRED_NOTE
+
+
 def _seeds_md(board: Board) -> list[str]:
-    """The training seeds' spread, and each agent against the reference's over shared seeds."""
-    reference = board.paired.reference.name if board.paired is not None else None
-    return seeds_markdown(board.entries, board.envs, short_env, reference, diff_text)
+    """Each seed group's seeds: their runs' scores, and their spread."""
+    return seeds_markdown(board.entries, board.envs, short_env)
 
 
 def _claims_md(board: Board) -> list[str]:
-    """The paper's claims measured against the reference row (none without a reference)."""
+    """The paper's claims measured against the reference row (with ``--paper`` alone).
+
+    With seeds grouped, a seed group is measured as one row against the reference (its
+    group). Ungrouped (``--no-seed-groups``), a run of claims (a) and (b) trained with another
+    seed than the reference's is left out, as its seeds do not match; a line under the claims
+    names it.
+    """
     paired = board.paired
-    if paired is None:
+    if paired is None or not board.paper:
         return []
-    agents = {e.name: e.agent for e in board.entries if not e.ceiling}
-    trained = {e.name: trained_families((e.run.get("training") or {}).values())
-               for e in board.entries if not e.ceiling}
-    return claims_markdown(paired.reference.name, paired.reference.agent, paired.comparisons,
-                           agents, board.reported.rows, short_env, diff_text, trained)
+    rows = [row for row in board.rows if not row.ceiling]
+    agents = {row.name: row.agent for row in rows}
+    trained = {row.name: trained_families((row.run.get("training") or {}).values())
+               for row in rows}
+    comparisons, unmatched = dict(paired.comparisons), []
+    mine = training_seeds(paired.reference.run)
+    against = {agent for claim in CLAIMS for agent in claim.against}
+    if board.shown is None and isinstance(paired.reference, Entry) and mine:
+        for row in rows:
+            theirs = training_seeds(row.run)
+            if row.name in comparisons and row.agent in against and theirs and theirs != mine:
+                unmatched.append(row.name)
+                del comparisons[row.name]
+    lines = claims_markdown(paired.reference.name, paired.reference.agent, comparisons,
+                            agents, board.reported.rows, short_env, diff_text, trained,
+                            can_act=_can_act(board))
+    if lines and unmatched:
+        lines += ["", f"Left out of the claims, trained with another seed than "
+                  f"`{paired.reference.name}`'s: {', '.join(unmatched)} (grouped by seed, the "
+                  "default view, each agent's seeds are compared as one row)."]
+    return lines
+
+
+def env_task_types(entries: Iterable[Any]) -> dict[str, str]:
+    """Env id → its task type, as the rows' ``run.json`` record it."""
+    kinds: dict[str, str] = {}
+    for entry in entries:
+        for env in entry.run.get("envs") or ():
+            if isinstance(env, Mapping) and env.get("task_type"):
+                kinds.setdefault(str(env.get("env_id")), str(env["task_type"]))
+    return kinds
+
+
+def _can_act(board: Board) -> Callable[[str, str], bool]:
+    """Whether an agent can act in an env of the board (its task type, its agent's class)."""
+    kinds = env_task_types(board.entries)
+    return lambda agent, env_id: agent_can_act(agent, kinds.get(env_id))
 
 
 def paired_csv_rows(board: Board) -> list[list[Any]]:
@@ -1404,7 +1843,7 @@ def paired_csv_rows(board: Board) -> list[list[Any]]:
     if paired is None:
         return []
     rows = []
-    for entry in board.entries:
+    for entry in board.rows:
         comparison = paired.comparisons.get(entry.name)
         if comparison is None:
             continue
@@ -1417,7 +1856,7 @@ def paired_csv_rows(board: Board) -> list[list[Any]]:
             ci = d.ci95 or [None, None]
             rows.append(["difference", rank, entry.name, entry.agent, entry.models, env, metric,
                          d.diff, "", ci[0], ci[1], d.n, paired.reference.name, d.test,
-                         d.p_value, d.excludes_zero])
+                         d.p_value, d.excludes_zero, d.p_holm, d.significant])
     return rows
 
 
@@ -1430,25 +1869,25 @@ def paired_html(board: Board) -> str:
     heads = ['<th data-type="num">rank</th>', '<th data-type="text">run</th>',
              '<th data-type="text">agent</th>', '<th data-type="num">suite score</th>']
     heads += [f'<th data-type="num" title="{_e(e)}">{_e(short_env(e))}</th>' for e in board.envs]
-    heads.append('<th data-type="num">paired episodes</th>')
+    heads.append(f'<th data-type="num">paired {"tasks" if board.groups else "episodes"}</th>')
     rows = []
-    for entry in board.entries:
+    for entry in board.rows:
         comparison = paired.comparisons.get(entry.name)
         if comparison is None:
             continue
-        cells = [f'<td class="num" data-value="{entry.rank or len(board.entries) + 1}">'
+        cells = [f'<td class="num" data-value="{entry.rank or len(board.rows) + 1}">'
                  f"{entry.rank_text}</td>", f'<td class="name">{_e(entry.name)}</td>',
                  f'<td class="name">{_e(entry.agent)}</td>']
         for d in _paired_cells(board, comparison):
             if d is None or d.n == 0:
                 cells.append('<td class="num" data-value="">-</td>')
                 continue
-            shown = f"{d.diff:+.3f}" + (" *" if d.excludes_zero else "")
-            if d.excludes_zero:
+            shown = f"{d.diff:+.3f}" + (" *" if d.significant else "")
+            if d.significant:
                 shown = f"<strong>{shown}</strong>"
             cells.append(
                 f'<td class="num" data-value="{d.diff!r}" title="{_e(d.test)}, {d.n} pairs">'
-                f'{shown}<br><span class="ci">{_ci(d.ci95)} {_e(_p_text(d.p_value))}</span></td>'
+                f'{shown}<br><span class="ci">{_ci(d.ci95)} {_e(_tested_text(d))}</span></td>'
             )
         cells.append(f'<td class="num" data-value="{comparison.suite.n}">'
                      f"{comparison.suite.n}</td>")
@@ -1457,8 +1896,9 @@ def paired_html(board: Board) -> str:
         f"<h2>Paired differences to {_e(name)}</h2>"
         f'<p class="note">Each cell: the row\'s primary metric minus {_e(name)}\'s, with its '
         "95% interval and p-value (the test and the pairs: hover); bold and * mark a "
-        "difference whose interval excludes 0. "
-        f"{_e(PAIRED_NOTE)}</p>"
+        "difference whose interval excludes 0 and whose test gives p < 0.05 after a Holm "
+        "correction over the row's envs. "
+        f"{_e(_paired_note(board))}</p>"
         f'<div class="wrap"><table id="paired" class="sortable"><thead><tr>{"".join(heads)}'
         f'</tr></thead><tbody>{"".join(rows)}</tbody></table></div>'
     )
@@ -1466,7 +1906,8 @@ def paired_html(board: Board) -> str:
 
 #: The columns of ``lumos-gym leaderboard --compare A B --format csv``.
 COMPARE_COLUMNS = ["env", "level", "metric", "paired", "mean_a", "mean_b", "diff", "ci_low",
-                   "ci_high", "excludes_zero", "test", "p_value", "discordant_a", "discordant_b"]
+                   "ci_high", "excludes_zero", "test", "p_value", "discordant_a", "discordant_b",
+                   "p_holm", "significant"]
 
 
 def _comparison_rows(comparison: Comparison) -> list[tuple[str, str, str, PairedDiff]]:
@@ -1506,22 +1947,23 @@ def render_comparison(board: Board, a: str, b: str, fmt: str = "md") -> str:
             ci = d.ci95 or [None, None]
             odd = list(d.discordant) if d.discordant is not None else ["", ""]
             writer.writerow([env, level, metric, d.n, d.mean_a, d.mean_b, d.diff, ci[0], ci[1],
-                             d.excludes_zero, d.test, d.p_value, *odd])
+                             d.excludes_zero, d.test, d.p_value, *odd, d.p_holm, d.significant])
         return out.getvalue()
     headers = ["env", "level", "metric", "paired", first.name, second.name,
                f"{first.name} - {second.name}", "95% interval", "test", "p"]
     cells = [
         [short_env(env), level or "-", metric, d.n, _num(d.mean_a), _num(d.mean_b),
-         f"{d.diff:+.3f}" + (" \\*" if d.excludes_zero else "") if d.n else "-", _ci(d.ci95),
+         f"{d.diff:+.3f}" + (" \\*" if d.significant else "") if d.n else "-", _ci(d.ci95),
          d.test + (f" ({d.discordant[0]} vs {d.discordant[1]})" if d.discordant else ""),
-         _p_text(d.p_value)]
+         _tested_text(d)]
         for env, level, metric, d in rows
     ]
     lines = [f"# {first.name} - {second.name}", "",
              f"A: `{first.name}` ({first.agent}; {first.models}). "
              f"B: `{second.name}` ({second.agent}; {second.models}). "
-             "\\* marks a difference whose interval excludes 0; McNemar's counts are the pairs "
-             f"only A solved vs only B solved. {PAIRED_NOTE}", ""]
+             "\\* marks a difference whose interval excludes 0 and whose test gives p < 0.05 "
+             "(for an env's primary metric, Holm-adjusted over the envs); McNemar's counts are "
+             f"the pairs only A solved vs only B solved. {PAIRED_NOTE}", ""]
     lines += markdown_table(headers, cells)
     lines += _unpaired_lines(comparison, first.name, second.name)
     lines += _agreement_lines(comparison)
@@ -1650,7 +2092,8 @@ def _major(version: object) -> str:
 
 
 def validate_dir(
-    path: str | Path, *, suite: str | None = None, allow_infra_errors: bool = False
+    path: str | Path, *, suite: str | None = None, allow_infra_errors: bool = False,
+    allow_dirty: bool = False, allow_missing_round_limits: bool = False,
 ) -> list[str]:
     """Check one submitted results folder; return its problems (empty: valid).
 
@@ -1661,7 +2104,11 @@ def validate_dir(
     checksum as the shipped one; summary.json equal to the summary recomputed from the
     episodes (timing and provenance aside); the provenance fields present; and, unless
     ``allow_infra_errors``, no episode that ended in ``infra-error`` (a backend or env server
-    failed: the episode has no score, and ``evaluate --resume`` plays it again).
+    failed: the episode has no score, and ``evaluate --resume`` plays it again); unless
+    ``allow_dirty``, no scoring pass (:func:`scoring_passes`) run from a checkout whose code
+    differed from its commit; unless ``allow_missing_round_limits``, ``run.json`` records the
+    agent's ``round_limits`` (every run since lumos-gym records them; without them a board
+    cannot tell under which subgoal limits its rows were played).
     """
     folder = Path(path)
     problems: list[str] = []
@@ -1692,6 +2139,12 @@ def validate_dir(
             problems += _check_infra(folder, records)
     if run is not None:
         problems += _check_run(run, run_path, records, __version__, suite)
+        if not allow_dirty:
+            problems += _check_dirty(run, run_path)
+        if not allow_missing_round_limits and "round_limits" not in run:
+            problems.append(f"{run_path}: no round_limits (the subgoal limits the agent ran "
+                            "under; made before lumos-gym recorded them): evaluate it again, "
+                            "or pass --allow-missing-round-limits")
     if summary is not None:
         if summary.get("format") != SUMMARY_FORMAT:
             problems.append(f"{summary_path}: summary format {summary.get('format')!r}, not "
@@ -1825,15 +2278,109 @@ def _check_whole_suite(run: Mapping[str, Any], run_path: Path, suite: str) -> li
             f"episodes, the suite {len(keys)} (run it without --limit or --seed)"]
 
 
+def _git_of(git: object) -> tuple[str | None, bool | None]:
+    """The commit and the dirty flag of a recorded ``git`` entry (``None``: not recorded)."""
+    if not isinstance(git, Mapping):
+        return None, None
+    dirty = git.get("dirty")
+    return (str(git["commit"]) if git.get("commit") else None,
+            bool(dirty) if dirty is not None else None)
+
+
+def scoring_passes(run: Mapping[str, Any]) -> list[tuple[str, str | None, bool | None]]:
+    """The passes whose code scored a run's episodes: ``(pass, commit, dirty)`` each.
+
+    An env's episodes were last scored by the last ``lumos-gym rescore`` that covered the env
+    (``run.json``'s ``rescored`` entries, in order, matched by env id: a rescore keys its envs by
+    the episodes' arguments, which hold what the run adds, such as ``privileged``; an entry
+    without ``envs`` covers them all), else by the run that played them: ``run`` (its ``git``)
+    and each earlier session of a resumed run (``session N``, from ``sessions``). A folder
+    rescored whole at one commit is therefore scored at that commit, whatever commits played
+    its episodes. A commit or flag that was not recorded (a run outside a git checkout) is
+    ``None``.
+    """
+    rescores = [r for r in run.get("rescored") or () if isinstance(r, Mapping)]
+    sessions = [s for s in run.get("sessions") or () if isinstance(s, Mapping)]
+
+    def covers(entry: Mapping[str, Any], env_id: object) -> bool:
+        envs = [e for e in entry.get("envs") or () if isinstance(e, Mapping)]
+        return env_id is None or not envs or env_id in {e.get("env_id") for e in envs}
+
+    env_ids = [e.get("env_id") for e in run.get("envs") or () if isinstance(e, Mapping)]
+    passes: dict[str, object] = {}
+    for env_id in env_ids or [None]:
+        last = next((n for n in range(len(rescores), 0, -1) if covers(rescores[n - 1], env_id)),
+                    None)
+        if last is not None:
+            passes[f"rescore {last}"] = rescores[last - 1].get("git")
+        else:
+            passes.update({f"session {n}": s.get("git") for n, s in enumerate(sessions, 1)})
+            passes["run"] = run.get("git")
+    return [(name, *_git_of(git)) for name, git in passes.items()]
+
+
+def _check_dirty(run: Mapping[str, Any], run_path: Path) -> list[str]:
+    """One problem naming the scoring passes made from a dirty checkout, if any."""
+    dirty = [f"{name} at {str(commit)[:12]}" for name, commit, flag in scoring_passes(run)
+             if flag]
+    if not dirty:
+        return []
+    return [f"{run_path}: scored from a dirty checkout ({', '.join(dirty)}: the code differed "
+            "from its commit); score it again from a clean checkout (lumos-gym rescore), or "
+            "pass --allow-dirty"]
+
+
+def _commits_text(passes: Sequence[tuple[str, str | None, bool | None]]) -> str:
+    """``commit (pass, pass); commit (pass)`` for a folder's scoring passes."""
+    by_commit: dict[str, list[str]] = {}
+    for name, commit, _ in passes:
+        by_commit.setdefault(commit[:12] if commit else "no commit recorded", []).append(name)
+    return "; ".join(f"{c} ({', '.join(names)})" for c, names in sorted(by_commit.items()))
+
+
+def _check_commits(runs: Sequence[tuple[Path, Mapping[str, Any]]]) -> list[str]:
+    """The folders of one board not all scored at one commit: a problem line for each.
+
+    The board's commit is the one that scored the most folders (:func:`scoring_passes`); a
+    folder scored at another commit too, or at none recorded, is named with its commits. With
+    no single most common commit (a tie, or one folder scored at two), every folder is named.
+    """
+    passes = {path: scoring_passes(run) for path, run in runs}
+    commits = {path: {c for _, c, _ in each} for path, each in passes.items()}
+    counts: dict[str, int] = {}
+    for found in commits.values():
+        for commit in found - {None}:
+            counts[commit] = counts.get(commit, 0) + 1
+    ranked = sorted(counts.items(), key=lambda item: -item[1])
+    if len(ranked) <= 1 and all(len(found) == 1 and None not in found
+                               for found in commits.values()):
+        return []
+    single = ranked[0][0] if ranked and (len(ranked) == 1 or ranked[0][1] > ranked[1][1]) else None
+    board = (f"the board's commit is {single[:12]}, which scored {counts[single]} of its "
+             f"{len(runs)} folder(s)" if single else
+             f"the board's {len(runs)} folder(s) were scored at {len(ranked)} commits")
+    return [f"{path}: scored at {_commits_text(passes[path])}, not one commit: {board}; score "
+            "every folder at one commit (lumos-gym rescore), or pass --allow-mixed-commits"
+            for path, found in commits.items() if single is None or found != {single}]
+
+
 def validate(
-    paths: Sequence[str | Path], *, suite: str | None = None, allow_infra_errors: bool = False
+    paths: Sequence[str | Path], *, suite: str | None = None, allow_infra_errors: bool = False,
+    allow_mixed_commits: bool = False, allow_dirty: bool = False,
+    allow_missing_round_limits: bool = False,
 ) -> tuple[int, list[str]]:
-    """Validate every results folder under ``paths`` (:func:`validate_dir`).
+    """Validate every results folder under ``paths`` (:func:`validate_dir`) as one board.
+
+    Unless ``allow_mixed_commits``, the folders must also have been scored at one commit: each
+    one's scoring passes (:func:`scoring_passes`: its last rescore's, else the run's and its
+    sessions') all at the same commit, and that commit the same for every folder
+    (:func:`_check_commits`).
 
     Returns:
         ``(folders checked, problems)``; each problem names its file.
     """
     problems: list[str] = []
+    runs: list[tuple[Path, Mapping[str, Any]]] = []
     checked = 0
     for path in paths:
         try:
@@ -1843,5 +2390,13 @@ def validate(
             continue
         for folder in folders:
             checked += 1
-            problems += validate_dir(folder, suite=suite, allow_infra_errors=allow_infra_errors)
+            problems += validate_dir(folder, suite=suite, allow_infra_errors=allow_infra_errors,
+                                     allow_dirty=allow_dirty,
+                                     allow_missing_round_limits=allow_missing_round_limits)
+            try:
+                runs.append((Path(folder) / "run.json", _read_json(Path(folder) / "run.json")))
+            except LeaderboardError:
+                continue  # validate_dir named it
+    if not allow_mixed_commits:
+        problems += _check_commits(runs)
     return checked, problems

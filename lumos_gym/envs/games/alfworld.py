@@ -23,7 +23,12 @@ Two task sources:
   needs (where the object lies, where it goes, the sink basin, microwave, fridge or lamp stand)
   plus at times a spare one, with the object in plain sight on a receptacle that does not
   open. A level-1 problem belongs to the split its content's digest names (:func:`split_of`),
-  so that the splits stay disjoint although small rooms repeat more often.
+  so that the splits stay disjoint although small rooms repeat more often. A ``validation``
+  split, for choices made before a test run (checkpoints, learning rates, round limits), draws
+  from a random stream of its own at both levels; at level 1 it keeps only problems of the
+  train digest (so never a test problem), and at both levels it skips every problem that the
+  first :data:`VALIDATION_GUARD` seeds of the train split (and, at level 2, of the test split)
+  may use, so it shares no game with them.
 * ``source="official"`` (or ``data_path=...``): ALFWorld's data folder as ``alfworld-download``
   leaves it, ``<data>/json_2.1.1/{train,valid_seen,valid_unseen}/<task>/trial_*/`` holding
   ``game.tw-pddl`` and ``traj_data.json`` (whose ``task_type`` filters tasks). Like ALFWorld's
@@ -34,6 +39,7 @@ Two task sources:
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.util
 import json
@@ -64,6 +70,7 @@ __all__ = [
     "OFFICIAL_SPLITS",
     "ROOMS",
     "TASK_TYPES",
+    "VALIDATION_GUARD",
     "AlfredEngine",
     "AlfredProblem",
     "ALFWorldEnv",
@@ -84,7 +91,11 @@ TASK_TYPES = (
     "pick_two_obj_and_place",
 )
 OFFICIAL_SPLITS = ("train", "valid_seen", "valid_unseen")
-GENERATED_SPLITS = ("train", "test")
+GENERATED_SPLITS = ("train", "validation", "test")
+_CONTENT_SPLITS = ("train", "test")  # what a level-1 problem's digest names (split_of)
+VALIDATION_GUARD = 500
+"""How many seeds of the train split (and, at level 2, of the test split) validation avoids."""
+_GUARD_DRAWS = 2  # a guarded seed's first problems: the one it uses unless the planner fails it
 #: The levels of generated problems: 1, a small room (at most three receptacles, nothing to
 #: open); 2, a whole room (6-26 receptacles, objects in closed ones).
 LEVELS = (1, 2)
@@ -389,13 +400,14 @@ def generate_problem(task_type: str, seed: int, *, split: str = "test", attempt:
     Args:
         task_type: one of :data:`TASK_TYPES`.
         seed: the problem's seed.
-        split: ``train`` or ``test`` (different problems for the same seed).
+        split: ``train``, ``validation`` or ``test`` (different problems for the same seed).
         attempt: a retry number, for when the planner finds the problem unsolvable.
         level: 1 (a small room, :func:`_small_problem`) or 2 (a whole room).
 
     Returns:
         The problem, or None when this draw has no valid target, or (level 1) belongs to the
-        other split (the caller retries).
+        other split, or (validation) is a problem of a guarded train or test seed
+        (:data:`VALIDATION_GUARD`); the caller retries.
     """
     if task_type not in _TYPES:
         raise LumosGymError(f"unknown ALFWorld task type {task_type!r}; known: {TASK_TYPES}")
@@ -405,7 +417,18 @@ def generate_problem(task_type: str, seed: int, *, split: str = "test", attempt:
         raise LumosGymError(f"ALFWorld levels are {LEVELS}, got {level!r}")
     if level == 1:
         problem = _small_problem(task_type, seed, split, attempt)
-        return problem if problem is not None and split_of(problem) == split else None
+        bucket = "train" if split == "validation" else split  # validation: train-digest problems
+        problem = problem if problem is not None and split_of(problem) == bucket else None
+    else:
+        problem = _room_problem(task_type, seed, split, attempt)
+    if problem is not None and split == "validation" and _digest(problem) in _guarded(
+            task_type, level):
+        return None
+    return problem
+
+
+def _room_problem(task_type: str, seed: int, split: str, attempt: int) -> AlfredProblem | None:
+    """Draw a level-2 problem: a whole room, objects in closed receptacles too."""
     rooms, appliance, templates = _TYPES[task_type]
     rng = random.Random(f"alfworld/{_GENERATOR_VERSION}/{split}/{task_type}/{seed}/{attempt}")
     room = rng.choice(rooms)
@@ -520,11 +543,40 @@ def split_of(problem: AlfredProblem) -> str:
 
     Small rooms leave fewer distinct problems, so that two seeds may draw the same one; each
     problem's split is fixed by a digest of its content (task sentence and PDDL, without the
-    problem's name), which keeps the two splits disjoint.
+    problem's name), which keeps the two splits disjoint. Validation problems are of the
+    ``train`` digest (see :func:`generate_problem`).
     """
+    return _CONTENT_SPLITS[_digest(problem)[0] % 2]
+
+
+def _digest(problem: AlfredProblem) -> bytes:
+    """The SHA-256 of a problem's task sentence and PDDL without its name (its identity)."""
     body = problem.pddl.split("\n", 1)[1]
-    digest = hashlib.sha256(f"{problem.description}\n{body}".encode()).digest()
-    return GENERATED_SPLITS[digest[0] % 2]
+    return hashlib.sha256(f"{problem.description}\n{body}".encode()).digest()
+
+
+@functools.cache
+def _guarded(task_type: str, level: int) -> frozenset[bytes]:
+    """The problems (digests) validation avoids: the first problems of the guarded seeds.
+
+    A seed's problem is its first draw unless the planner finds that one unsolvable, so the
+    first :data:`_GUARD_DRAWS` draws of each of the first :data:`VALIDATION_GUARD` seeds of
+    the train split are kept, and at level 2 of the test split too (level-1 test problems have
+    the test digest, which validation problems never have).
+    """
+    digests = set()
+    for split in ("train",) if level == 1 else ("train", "test"):
+        for seed in range(VALIDATION_GUARD):
+            found = 0
+            for attempt in range(_ATTEMPTS):
+                problem = generate_problem(task_type, seed, split=split, attempt=attempt,
+                                           level=level)
+                if problem is not None:
+                    digests.add(_digest(problem))
+                    found += 1
+                    if found == _GUARD_DRAWS:
+                        break
+    return frozenset(digests)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -789,8 +841,9 @@ class ALFWorldEnv(GameEnv):
 
     Args:
         source: ``generated`` (default) or ``official`` (default when ``data_path`` is given).
-        split: generated: ``train`` or ``test`` (default); official: ``train``,
-            ``valid_seen`` or ``valid_unseen`` (default).
+        split: generated: ``train``, ``validation`` (for choices made before a test run; no
+            game shared with the others, see the module docstring) or ``test`` (default);
+            official: ``train``, ``valid_seen`` or ``valid_unseen`` (default).
         task_types: task type names or numbers 1-6 (default all six).
         levels: generated: the levels (:data:`LEVELS`; default ``(2,)``): 1, a small room
             with nothing to open; 2, a whole room. ``num_tasks`` problems of each type are

@@ -29,6 +29,11 @@ numbers, so the same challenges, at every level); each task's ``meta`` holds its
 settings directly instead of a level. Each game's seed is drawn from
 ``(split, challenge, settings, seed + i)``, so the ``train`` and ``test`` splits share no game
 (``tw-simple`` and ``tw-cooking`` also draw from their own train/test content distributions).
+A ``validation`` split, for choices made before a test run (checkpoints, learning rates, round
+limits), makes the same series with game seeds of its own: train and test seeds are below
+:data:`VALIDATION_SEEDS` and validation seeds at or above it, so it shares no game seed, hence no
+game, with either; ``tw-cooking`` draws from TextWorld's own ``valid`` content split (foods and
+preparations of neither train nor test) and ``tw-simple`` from its train distribution.
 When TextWorld cannot make a quest for a seed (``QuestGenerationError``, e.g.
 ``tw-treasure_hunter`` at some seeds of level 3), the next of a fixed series of seeds drawn from
 the first is tried.
@@ -82,6 +87,7 @@ __all__ = [
     "CHALLENGES",
     "LEVELS",
     "SPLITS",
+    "VALIDATION_SEEDS",
     "GameRecipe",
     "TextWorldEngine",
     "TextWorldEnv",
@@ -93,8 +99,10 @@ __all__ = [
 ]
 
 CHALLENGES = ("tw-simple", "tw-coin_collector", "tw-treasure_hunter", "tw-cooking")
-SPLITS = ("train", "test")
+SPLITS = ("train", "validation", "test")
 MIXED = "mixed"
+VALIDATION_SEEDS = 65_536
+"""The first game seed of the ``validation`` split (train and test seeds are all below it)."""
 
 _COOKING = {"recipe_seed": 0, "open": False, "cook": False, "cut": False, "drop": False}
 
@@ -137,8 +145,8 @@ def challenge_settings(challenge: str, *, level: int = 1, split: str = "test",
     Args:
         challenge: one of :data:`CHALLENGES`.
         level: 1-5 (see :data:`LEVELS`), used when ``settings`` is None.
-        split: ``train`` or ``test``: ``tw-simple``'s ``test`` flag and ``tw-cooking``'s
-            content split.
+        split: ``train``, ``validation`` or ``test``: ``tw-simple``'s ``test`` flag (off for
+            validation) and ``tw-cooking``'s content split (``valid`` for validation).
         settings: the challenge's settings, overriding the level's.
 
     Raises:
@@ -156,7 +164,8 @@ def challenge_settings(challenge: str, *, level: int = 1, split: str = "test",
     if challenge == "tw-simple":
         chosen.setdefault("test", split == "test")
     elif challenge == "tw-cooking":
-        chosen = {**_COOKING, "recipe": 1, "take": 0, "go": 1, "split": split, **chosen}
+        content = "valid" if split == "validation" else split  # TextWorld's name of the split
+        chosen = {**_COOKING, "recipe": 1, "take": 0, "go": 1, "split": content, **chosen}
     return chosen
 
 
@@ -172,7 +181,7 @@ class GameRecipe:
         challenge: the TextWorld challenge.
         settings: its complete settings.
         index: the game's number in its series (the env's ``seed + i``).
-        split: ``train`` or ``test``.
+        split: ``train``, ``validation`` or ``test``.
         tag: a short name of the settings (``l1``... or ``s<digest>``).
         level: the level 1-5 (None when ``settings`` were given).
     """
@@ -193,10 +202,12 @@ class GameRecipe:
         """Return the generator seed of a retry (``attempt`` 0 is :attr:`seed`).
 
         A retry follows a ``QuestGenerationError``: TextWorld found no quest for the seed.
+        Train and test seeds are below :data:`VALIDATION_SEEDS`, validation seeds at or above.
         """
         parts: list[Any] = [self.split, self.challenge, dict(self.settings), self.index]
         key = json.dumps(parts + ([attempt] if attempt else []), sort_keys=True)
-        return int.from_bytes(hashlib.sha256(key.encode()).digest()[:4], "big") % 65_536
+        seed = int.from_bytes(hashlib.sha256(key.encode()).digest()[:4], "big") % 65_536
+        return seed + VALIDATION_SEEDS if self.split == "validation" else seed
 
     @property
     def key(self) -> str:
@@ -241,7 +252,7 @@ def recipes(
         settings: the challenge's own settings instead of a level.
         num_games: games per level.
         seed: the number of the first game.
-        split: ``train`` or ``test``.
+        split: ``train``, ``validation`` or ``test``.
 
     Raises:
         LumosGymError: an unknown challenge, level or split.
@@ -511,7 +522,8 @@ class TextWorldEnv(GameEnv):
         settings: the challenge's own settings instead of a level.
         num_games: how many games to generate (at each level).
         seed: the number of the first game (games ``seed`` .. ``seed + num_games - 1``).
-        split: ``train`` or ``test`` (disjoint games).
+        split: ``train``, ``validation`` (for choices made before a test run) or ``test``:
+            disjoint game seeds, hence disjoint games (see the module docstring).
         cache_dir: where generated games are kept (default ``cache_root()/textworld``).
         **options: :class:`~lumos_gym.envs.games.base.GameEnv` options (``admissible``,
             ``isolate``, ``step_timeout``) and :class:`~lumos_gym.envs.base.LumosEnv` options.

@@ -26,8 +26,14 @@ then ``Answer(R<n>)``. The sub-questions are the forms that the ``scene`` backen
 
 Determinism and splits: task ``n`` of kind ``k`` is drawn from ``random.Random`` seeded with
 ``"scenes/<split>/<seed>/<k>/<n>"``, so a task never depends on which other tasks or kinds are
-made, and ``train`` and ``test`` draw from different seeds. Every picture is rendered again from
-its record (``Task.meta["scene"]``) whenever an episode starts.
+made, and ``train`` and ``test`` draw from different seeds. A ``validation`` split (for choices
+made before a test run: checkpoints, learning rates, round limits) draws from seeds of its own
+too (``"scenes/validation/..."``), so its pictures are neither train nor test pictures (a
+picture holds three to seven objects, each of 60 kinds jittered over 625 offsets, so two
+streams of draws meet with no practical chance; the tests check it); question templates
+("How many circles are there?") and short answers are shared by design, as between train and
+test. Every picture is rendered again from its record (``Task.meta["scene"]``) whenever an
+episode starts.
 """
 
 from __future__ import annotations
@@ -111,7 +117,7 @@ KINDS_BY_LEVEL: dict[int, tuple[str, ...]] = {
 }
 KINDS = tuple(kind for kinds in KINDS_BY_LEVEL.values() for kind in kinds)
 """Every question kind, level 1 first."""
-SPLITS = ("train", "test")
+SPLITS = ("train", "validation", "test")
 
 
 @dataclass(frozen=True)
@@ -634,7 +640,7 @@ def generate_tasks(
     """Generate ``num_tasks`` tasks of every kind, kinds interleaved.
 
     Args:
-        split: ``"train"`` or ``"test"``.
+        split: ``"train"``, ``"validation"`` or ``"test"`` (each drawn from its own seeds).
         seed: the seed.
         num_tasks: tasks per kind.
         levels: keep the kinds of these levels (1: one ``VQA``; 2: two hops).
@@ -678,7 +684,8 @@ class ScenesEnv(MultimodalEnv):
     questions of ``team_of`` tasks with its model (or, in replays, the gold sub-answers).
 
     Args:
-        split: ``"train"`` or ``"test"``.
+        split: ``"train"``, ``"validation"`` (for choices made before a test run) or ``"test"``;
+            each draws its pictures from its own seeds.
         num_tasks: tasks per kind.
         levels: the levels to draw kinds from (1, 2 or both).
         kinds: only these kinds (see :data:`KINDS`).

@@ -21,7 +21,11 @@ Task sources (``source=``):
 
 * ``"bundled"`` (default): tasks recorded from the offline shop site, shipped in the package
   (``lumos_gym/envs/data/mind2web/``, written by :mod:`lumos_gym.envs.web.mind2web_record`);
-* ``"record"``: record ``num_tasks`` tasks anew from a shop server started on loopback;
+* ``"record"``: record ``num_tasks`` tasks anew from a shop server started on loopback:
+  ``split="train"`` targets the shop's train products, ``"test_website"`` (the default) and the
+  other test names its test products, and ``"validation"`` (for choices made before a test run:
+  checkpoints, learning rates, round limits) the products that only the validation shop holds
+  (:mod:`lumos_gym.envs.web.mind2web_record`), so the three share no target product and no task;
 * ``"official"``: the official files under ``<cache>/data/mind2web/<split>/``;
 * a path: an official file, a folder of them, or the data root holding the split folders.
 """
@@ -93,7 +97,8 @@ def mind2web_source(
     Args:
         source: ``"bundled"``, ``"record"``, ``"official"`` or a path.
         split: the split; defaults to ``test_website`` (bundled, record), ``test_domain``
-            (official, Lumos' evaluation split) or the path's own (:func:`infer_split`).
+            (official, Lumos' evaluation split) or the path's own (:func:`infer_split`);
+            ``record`` also records ``train`` and ``validation``.
         num_tasks: tasks to record (``"record"`` only).
         record_seed: the recording seed (``"record"`` only).
     """

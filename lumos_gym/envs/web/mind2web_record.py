@@ -24,8 +24,12 @@ it (the layout of the ``osunlp/Mind2Web`` dataset card; see
 
 The recording is checked: the last action (``Buy Now``) must buy the goal's product with the
 goal's options. :func:`record_tasks` records a seeded task set (train or test products of the
-shop's split, so the two share no target product); :func:`write_bundled` writes the set
-shipped in ``lumos_gym/envs/data/mind2web/``::
+shop's split, so the two share no target product). The ``validation`` split (for choices made
+before a test run) is recorded on the validation shop
+(:func:`~lumos_gym.envs.web.shop.catalog.validation_catalog`: the same shop with products of
+its own added) and targets only those added products, whose titles no other product of the shop
+has, so it shares no target product, hence no task, with the train and test splits.
+:func:`write_bundled` writes the set shipped in ``lumos_gym/envs/data/mind2web/``::
 
     python -m lumos_gym.envs.web.mind2web_record --out lumos_gym/envs/data/mind2web
 """
@@ -50,7 +54,7 @@ from urllib.parse import parse_qsl, urlencode, urljoin, urlsplit, urlunsplit
 from lumos_gym.envs import datasets as data
 from lumos_gym.envs.tasks import Task
 from lumos_gym.envs.web.mind2web_data import load_mind2web
-from lumos_gym.envs.web.shop.catalog import asin_split, generate_catalog
+from lumos_gym.envs.web.shop.catalog import asin_split, generate_catalog, validation_catalog
 from lumos_gym.errors import LumosGymError
 
 if TYPE_CHECKING:
@@ -61,6 +65,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BUNDLED_FILE",
+    "VALIDATION_SPLIT",
     "WEBSITE",
     "RecordingBrowser",
     "ShopGoal",
@@ -82,6 +87,8 @@ BUNDLED_FILE = "shop_recorded.json.gz"
 #: Catalogue of the recordings: the shop's generator with these parameters.
 CATALOG_SEED = 0
 CATALOG_SIZE = 1000
+#: The split recorded on the validation shop, from the products only that shop holds.
+VALIDATION_SPLIT = "validation"
 _MAX_RESULT_PAGES = 3
 _ATTEMPTS_PER_TASK = 40
 _DROPPED = ("head", "script", "style", "noscript", "template", "meta", "link", "title")
@@ -407,7 +414,8 @@ def make_goals(catalog: Catalog, split: str, num_tasks: int, seed: int) -> Itera
     """Yield candidate goals for a split's products (more than needed; some will not record).
 
     Test splits target the shop's test products and ``train`` its train products
-    (:func:`~lumos_gym.envs.web.shop.catalog.asin_split`), so the two share no target; products
+    (:func:`~lumos_gym.envs.web.shop.catalog.asin_split`), so the two share no target;
+    :data:`VALIDATION_SPLIT` targets the products only the validation shop holds. Products
     whose title another product shares are never targets.
     """
     from lumos_gym.envs.web.shop.app import SORTS  # optional web extra: fastapi
@@ -415,7 +423,14 @@ def make_goals(catalog: Catalog, split: str, num_tasks: int, seed: int) -> Itera
     side = "train" if split == "train" else "test"
     titles = Counter(p.title.lower() for p in catalog)
     # a title that two products share would make the task ambiguous
-    pool = [p for p in catalog if asin_split(p.asin) == side and titles[p.title.lower()] == 1]
+    if split == VALIDATION_SPLIT:
+        side = "validation"
+        pool = [p for p in catalog
+                if p.asin.upper() in catalog.validation_asins and titles[p.title.lower()] == 1]
+    else:
+        pool = [p for p in catalog
+                if asin_split(p.asin) == side and titles[p.title.lower()] == 1
+                and p.asin.upper() not in catalog.validation_asins]
     if not pool:
         raise LumosGymError(f"the catalogue has no {side} products")
     rng = random.Random(f"mind2web/record/{split}/{seed}")
@@ -541,7 +556,9 @@ def record_records(
     Args:
         base_url: the server's ``http://127.0.0.1:<port>``.
         catalog: the server's catalogue (goals are drawn from it).
-        split: ``train`` draws the shop's train products, any other split its test products.
+        split: ``train`` draws the shop's train products, :data:`VALIDATION_SPLIT` the products
+            only the validation shop holds (``catalog`` must be that shop), any other split its
+            test products.
         num_tasks: how many tasks.
         seed: the goal seed; the same seed, split and catalogue give the same records.
 
@@ -575,7 +592,8 @@ def _record_with_server(split: str, num_tasks: int, seed: int, num_products: int
                         ) -> list[dict[str, Any]]:
     from lumos_gym.envs.web.shop.server import ShopServer  # optional web extra: httpx
 
-    catalog = generate_catalog(seed=CATALOG_SEED, num_products=num_products)
+    make_shop = validation_catalog if split == VALIDATION_SPLIT else generate_catalog
+    catalog = make_shop(seed=CATALOG_SEED, num_products=num_products)
     with ShopServer(catalog) as server:
         return record_records(server.base_url, catalog, split=split, num_tasks=num_tasks,
                               seed=seed)
@@ -608,10 +626,12 @@ def record_tasks(
     a set recorded before with the same parameters is read instead of recorded again.
 
     Args:
-        split: the split (``train`` draws train products).
+        split: the split (``train`` draws train products, :data:`VALIDATION_SPLIT` the products
+            the validation shop adds, any other its test products).
         num_tasks: how many tasks.
         seed: the goal seed.
-        num_products: the size of the shop's generated catalogue.
+        num_products: the size of the shop's generated catalogue (the validation shop adds
+            ``num_products // 5`` products to it).
         cache: reuse an earlier recording of the same parameters.
     """
     name = f"{split}-seed{seed}-n{num_tasks}-p{num_products}.json"

@@ -19,6 +19,13 @@ Sources: ``generated`` (default: :func:`~lumos_gym.envs.web.shop.catalog.generat
 "official"`` with a ``path`` folder or the ``products=``, ``attributes=``, ``instructions=``,
 ``reviews=`` files; a folder given as ``source`` works too). Without a path, ``official`` reads
 ``$LUMOS_GYM_CACHE/data/webshop``.
+
+Generated splits: ``train`` and ``test`` target disjoint products of one shop (one product in
+five, by asin, is a test target). ``validation``, for choices made before a test run
+(checkpoints, learning rates, round limits), plays in the validation shop: the same shop with
+``num_products // 5`` products added that no other shop holds, which are its only targets
+(:func:`~lumos_gym.envs.web.shop.catalog.validation_catalog`); it shares no target product,
+and no instruction, with the train and test splits of its seed.
 """
 
 from __future__ import annotations
@@ -32,7 +39,7 @@ from urllib.parse import urlencode
 from lumos_gym.envs.base import EpisodeSession, LumosEnv
 from lumos_gym.envs.sources import GeneratedSource, TaskSource
 from lumos_gym.envs.tasks import Task
-from lumos_gym.envs.web.shop.catalog import Catalog, generate_catalog
+from lumos_gym.envs.web.shop.catalog import Catalog, generate_catalog, validation_catalog
 from lumos_gym.envs.web.shop.instructions import DEFAULT_SEARCH_TOP_K, SPLITS, generate_tasks
 from lumos_gym.envs.web.shop.official import OFFICIAL_SPLITS, OfficialSource, find_official_files
 from lumos_gym.envs.web.shop.pages import ParsedPage, simplify_html
@@ -135,11 +142,13 @@ class WebShopEnv(LumosEnv):
 
     Args:
         source: ``"generated"`` (default), ``"official"``, or a folder of WebShop's files.
-        split: generated: ``train`` or ``test`` (disjoint target products); official:
-            ``test`` (first 500 goals), ``eval``/``dev`` (next 1,000), ``train`` or ``all``.
+        split: generated: ``train``, ``validation`` or ``test`` (disjoint target products; see
+            the module docstring); official: ``test`` (first 500 goals), ``eval``/``dev``
+            (next 1,000), ``train`` or ``all``.
         num_tasks: generated instructions.
         seed: the seed of the generated instructions (and of official price caps).
-        num_products: products of the generated catalogue.
+        num_products: products of the generated catalogue (the validation shop adds
+            ``num_products // 5`` of its own).
         catalog_seed: the seed of the generated catalogue (the same shop for every split).
         path: the folder of WebShop's files (official).
         products: WebShop's product file (implies the official source).
@@ -287,7 +296,8 @@ def webshop_source(
     if not official:
         if split not in SPLITS:
             raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
-        catalog = generate_catalog(catalog_seed, num_products)
+        make_shop = validation_catalog if split == "validation" else generate_catalog
+        catalog = make_shop(catalog_seed, num_products)
 
         def generate() -> list[Task]:
             return generate_tasks(catalog, split=split, num_tasks=num_tasks, seed=seed,

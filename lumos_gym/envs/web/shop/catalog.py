@@ -20,6 +20,12 @@ the title, features and description) or any option value, and titles, features a
 descriptions carry no digits. The same ``(seed, num_products)`` always gives the same
 catalogue, byte for byte.
 
+:func:`validation_catalog` is the shop of the ``validation`` split: the catalogue of
+:func:`generate_catalog` (the same products, in the same order) followed by one product for every
+:data:`VALIDATION_SHARE` of them, drawn from a random stream of their own; those added products,
+which no other shop holds, are the only targets of validation tasks
+(:attr:`Catalog.validation_asins`).
+
 :class:`Catalog` searches its products with BM25 (:mod:`lumos_gym.retrieval.bm25`) over the
 title, description, features and option values, as WebShop's Lucene index covers the title,
 description, first bullet point and options (``search_engine/convert_product_file_format.py``).
@@ -46,13 +52,17 @@ __all__ = [
     "Product",
     "ProductKind",
     "Review",
+    "VALIDATION_SHARE",
     "asin_split",
     "generate_catalog",
+    "validation_catalog",
 ]
 
 #: Hits a search keeps (WebShop's ``SEARCH_RETURN_N``), shown 10 per page.
 SEARCH_RETURN_N = 50
 _TEST_BUCKETS = 5  # one product in five is a test target
+VALIDATION_SHARE = 5
+"""The validation shop adds one product of its own for every five of the train shop."""
 
 
 @dataclass(frozen=True)
@@ -133,12 +143,16 @@ class Catalog(Sequence[Product]):
     Args:
         products: the products (asins must be unique).
         name: a label for provenance (``generated/seed=0/n=1000``, a file name).
+        validation: the asins of the products only the validation shop holds (the targets of
+            validation tasks; see :func:`validation_catalog`), none for other shops.
 
     Raises:
-        LumosGymError: for an empty catalogue or a repeated asin.
+        LumosGymError: for an empty catalogue, a repeated asin, or a validation asin that is
+            not in the catalogue.
     """
 
-    def __init__(self, products: Sequence[Product], *, name: str = "catalog") -> None:
+    def __init__(self, products: Sequence[Product], *, name: str = "catalog",
+                 validation: Sequence[str] = ()) -> None:
         self._products = tuple(products)
         self.name = name
         if not self._products:
@@ -146,6 +160,9 @@ class Catalog(Sequence[Product]):
         self._by_asin = {p.asin.upper(): p for p in self._products}
         if len(self._by_asin) != len(self._products):
             raise LumosGymError(f"catalog {name!r}: product asins are not unique")
+        self.validation_asins = frozenset(a.upper() for a in validation)
+        if not self.validation_asins <= self._by_asin.keys():
+            raise LumosGymError(f"catalog {name!r}: validation asins that it does not hold")
 
     def __len__(self) -> int:
         return len(self._products)
@@ -761,11 +778,36 @@ def generate_catalog(seed: int = 0, num_products: int = 1000) -> Catalog:
     if num_products < 1:
         raise ValueError(f"num_products must be >= 1, got {num_products}")
     rng = random.Random(f"webshop/catalog/{seed}")
+    products = _draw_products(rng, num_products, set())
+    return Catalog(products, name=f"generated/seed={seed}/n={num_products}")
+
+
+def validation_catalog(seed: int = 0, num_products: int = 1000) -> Catalog:
+    """Generate the shop of the ``validation`` split: the train shop and products of its own.
+
+    Args:
+        seed: the seed of the train shop (:func:`generate_catalog`).
+        num_products: the size of the train shop; ``num_products // VALIDATION_SHARE`` products
+            (at least one) are added after its products, from the random stream
+            ``webshop/catalog/<seed>/validation``, with asins none of its products has.
+
+    Returns:
+        The catalogue, named ``generated/seed=<seed>/n=<num_products>+validation=<added>``;
+        its :attr:`~Catalog.validation_asins` are the added products.
+    """
+    shop = generate_catalog(seed, num_products)
+    rng = random.Random(f"webshop/catalog/{seed}/validation")
+    added = _draw_products(rng, max(1, num_products // VALIDATION_SHARE), {p.asin for p in shop})
+    return Catalog([*shop, *added], name=f"{shop.name}+validation={len(added)}",
+                   validation=[p.asin for p in added])
+
+
+def _draw_products(rng: random.Random, count: int, used: set[str]) -> list[Product]:
+    """Draw ``count`` products, kinds taking turns in an order shuffled every round."""
     order = list(KINDS)
-    used: set[str] = set()
     products = []
-    for i in range(num_products):
+    for i in range(count):
         if i % len(order) == 0:
             rng.shuffle(order)
         products.append(_product(rng, order[i % len(order)], _asin(rng, used)))
-    return Catalog(products, name=f"generated/seed={seed}/n={num_products}")
+    return products

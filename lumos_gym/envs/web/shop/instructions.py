@@ -9,7 +9,11 @@ navy, and size: large, and price lower than 40.00 dollars``, with a few request 
 
 Targets are split by asin (:func:`~lumos_gym.envs.web.shop.catalog.asin_split`): one product in
 five is a ``test`` target, the others ``train`` targets, so the two splits never target the
-same product; both browse the same shop.
+same product; both browse the same shop. ``validation`` instructions (for choices made before a
+test run) target only the products that the validation shop
+(:func:`~lumos_gym.envs.web.shop.catalog.validation_catalog`) adds to the train shop, so no
+train or test instruction targets them, and skip any instruction that the train or test split
+of the same seed draws in the train shop.
 
 The expert (:func:`expert_plan`) plays as the Lumos WebShop shots do (docs/lumos-format.md §1.5):
 search with the instruction, look at the top ``search_top_k`` results, and buy one that earns
@@ -48,7 +52,7 @@ __all__ = [
     "task_from_goal",
 ]
 
-SPLITS = ("train", "test")
+SPLITS = ("train", "validation", "test")
 #: How many results ``Search`` returns as ``asin - title ** asin - title`` (Lumos returned 2).
 DEFAULT_SEARCH_TOP_K = 2
 #: WebShop's price cap when no cap is drawn.
@@ -256,21 +260,31 @@ def generate_goals(
 
     Args:
         catalog: the shop.
-        split: ``"train"`` or ``"test"``: which products may be targets.
+        split: ``"train"`` or ``"test"``: which products may be targets; ``"validation"``: the
+            products only the validation shop holds (``catalog`` must be one:
+            :func:`~lumos_gym.envs.web.shop.catalog.validation_catalog`).
         num_tasks: how many goals.
         seed: the seed of the target order and of the goals' wording.
         search_top_k: how many results ``Search`` returns.
 
     Raises:
         ValueError: for an unknown split or a negative count.
-        LumosGymError: when the catalogue has too few usable targets for ``num_tasks``.
+        LumosGymError: when the catalogue has too few usable targets for ``num_tasks``, or a
+            validation split is asked of a shop that is not a validation shop.
     """
     if split not in SPLITS:
         raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
     if num_tasks < 0:
         raise ValueError(f"num_tasks must be >= 0, got {num_tasks}")
+    if split == "validation" and not catalog.validation_asins:
+        raise LumosGymError("webshop: a validation split needs the validation shop "
+                            "(validation_catalog), which adds products of its own")
+    avoided = set()
+    if split == "validation":  # never an instruction of the train or test split of this seed
+        avoided = _drawn_instructions(catalog, "train", seed) | _drawn_instructions(
+            catalog, "test", seed)
     rng = random.Random(f"webshop/goals/{split}/{seed}")
-    targets = [p for p in catalog if asin_split(p.asin) == split]
+    targets = _split_targets(catalog, split)
     rng.shuffle(targets)
     out: list[tuple[Goal, ExpertPlan]] = []
     seen: set[str] = set()
@@ -278,7 +292,7 @@ def generate_goals(
         if len(out) >= num_tasks:
             break
         goal = _goal_for(product, rng)
-        if goal.instruction in seen:
+        if goal.instruction in seen or goal.instruction in avoided:
             continue
         plan = expert_plan(catalog, goal, search_top_k=search_top_k)
         if plan is not None:
@@ -290,6 +304,26 @@ def generate_goals(
             f"{len(catalog)} products; ask for fewer tasks or more products"
         )
     return out
+
+
+def _split_targets(catalog: Catalog, split: str) -> list[Product]:
+    """The products a split may target: by asin bucket, or the validation shop's own."""
+    if split == "validation":
+        return [p for p in catalog if p.asin.upper() in catalog.validation_asins]
+    return [p for p in catalog
+            if asin_split(p.asin) == split and p.asin.upper() not in catalog.validation_asins]
+
+
+def _drawn_instructions(catalog: Catalog, split: str, seed: int) -> set[str]:
+    """Every instruction the split of ``seed`` may draw in ``catalog`` (whatever ``num_tasks``).
+
+    A goal's wording takes the random draws of :func:`generate_goals` in target order and no
+    search, so the instructions of all targets are those of every ``num_tasks``.
+    """
+    rng = random.Random(f"webshop/goals/{split}/{seed}")
+    targets = _split_targets(catalog, split)
+    rng.shuffle(targets)
+    return {_goal_for(product, rng).instruction for product in targets}
 
 
 def generate_tasks(
