@@ -652,3 +652,12 @@ def test_the_bundled_set_is_what_the_recorder_writes(tmp_path):
         "data", "mind2web", "test_website", rec.BUNDLED_FILE
     )
     assert path.read_bytes() == shipped.read_bytes()
+
+
+def test_a_recorded_split_with_a_typo_is_refused_not_recorded_as_test():
+    import gymnasium as gym
+
+    from lumos_gym.errors import DataError
+
+    with pytest.raises(DataError, match="recorded Mind2Web split must be one of .*'validaton'"):
+        gym.make("lumos/Mind2Web-v0", source="record", split="validaton")

@@ -158,3 +158,14 @@ def test_a_last_observation_showing_the_old_reward_is_not_a_divergence(folder):
     assert rescored["reward"] == 1.0
     # what the agent saw stays as recorded
     assert [t for t in rescored["turns"] if "action" in t][-1]["observation"].endswith("0.25")
+    # a second pass reads the rescored record (reward 1.0) beside the observation the agent
+    # saw (0.25): still the same episode, nothing to change
+    again = rescore_folder(folder, envs=["WebShop-v0"])
+    assert (again.changed, again.diverged) == (0, 0)
+    # a last observation that differs elsewhere is still a divergence
+    records = _records(folder)
+    web = next(r for r in records if r["task_id"] == rescored["task_id"])
+    last = [t for t in web["turns"] if "action" in t][-1]
+    last["observation"] = "another page\n" + last["observation"]
+    _write(folder, records)
+    assert rescore_folder(folder, envs=["WebShop-v0"], write=False).diverged == 1

@@ -120,17 +120,23 @@ def _answer_metrics(
     return dict(env.unwrapped.score(record.get("prediction") or "", task))
 
 
-def _with_reward(observation: str, before: Any, after: float) -> str:
-    """The recorded last observation with the reward it showed written as the new one.
+def _same_but_reward(recorded: str, replayed: str, reward: float | None) -> bool:
+    """Whether the recorded last observation is the replayed one but for the reward it shows.
 
-    A web env binds the purchase's reward to the last variable (``R12 = 0.8``), so a changed
-    scorer changes the last observation by that number alone; anything else differing is a
-    divergence.
+    A web env binds the purchase's reward to the last variable (``R12 = 0.8``): under another
+    scorer the number there differs, and nothing else may. The reward the agent saw is not kept
+    apart from the record's, which an earlier rescore may have changed, so any number is
+    accepted where the replay shows its reward.
     """
-    if before is None:
-        return observation
-    shown = re.escape(str(float(before)))
-    return re.sub(rf"(?<![\d.]){shown}(?![\d])", str(float(after)), observation)
+    if recorded == replayed:
+        return True
+    if reward is None:
+        return False
+    pieces = re.split(rf"(?<![\d.]){re.escape(str(float(reward)))}(?![\d])", replayed)
+    if len(pieces) == 1:
+        return False
+    number = r"[-+]?\d+(?:\.\d+)?(?:e[-+]?\d+)?"
+    return re.fullmatch(number.join(re.escape(p) for p in pieces), recorded) is not None
 
 
 def _replayed_metrics(
@@ -145,8 +151,10 @@ def _replayed_metrics(
         ended = outcome.terminated or outcome.truncated
         recorded = str(turn.get("observation"))
         if ended and n == len(actions):  # the last observation may show the reward itself
-            recorded = _with_reward(recorded, record.get("reward"), outcome.reward)
-        if outcome.observation != recorded:
+            same = _same_but_reward(recorded, outcome.observation, outcome.reward)
+        else:
+            same = outcome.observation == recorded
+        if not same:
             return None, None, f"step {n}: the observation differs from the recorded one"
         if ended and n < len(actions):
             return None, None, f"the replay ended at step {n} of {len(actions)}"

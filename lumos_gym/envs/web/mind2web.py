@@ -113,6 +113,10 @@ def mind2web_source(
         )
     if source == "record":
         chosen = split or BUNDLED_SPLIT
+        recordable = (*SPLITS, mind2web_record.VALIDATION_SPLIT)
+        if chosen not in recordable:  # a typo would otherwise record the test products
+            raise DataError(f"a recorded Mind2Web split must be one of {recordable}, got "
+                            f"{chosen!r}")
 
         def generate() -> list[Task]:
             return mind2web_record.record_tasks(split=chosen, num_tasks=num_tasks, seed=record_seed)
