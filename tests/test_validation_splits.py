@@ -226,7 +226,7 @@ def test_textworld_validation_game_seeds_are_above_every_train_and_test_seed():
     assert not any(r.settings.get("test") for r in val if r.challenge == "tw-simple")
 
 
-@pytest.mark.full
+@pytest.mark.slow  # three games, about 20 s; the default run checks the seed ranges
 def test_textworld_validation_game_is_neither_the_train_nor_the_test_game(tmp_path):
     # game 1 of level 1 (a coin collector, the smallest games) in each split
     games = {}
