@@ -167,6 +167,7 @@ def test_record_writes_the_check_for_adapters_trained_elsewhere(tmp_path, capsys
     entry = json.loads((trained / "run.json").read_text())["leakage"]
     assert entry["status"] == "checked" and entry["clean"] is True
     assert entry["training_files"][0]["sha256"] == digest
+    assert entry["files"] == ["data/train/integrated.jsonl"]  # no path of this machine
     assert entry["recorded"]["by"] == "lumos-gym data leakage --record"
     assert json.loads((oracle / "run.json").read_text())["leakage"]["status"] == "none"
     # a card whose file the build holds with another checksum: refused, nothing written

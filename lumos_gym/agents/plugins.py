@@ -99,6 +99,14 @@ def agent_class(spec: str) -> type[Agent]:
     return _checked(getattr(module, attr), spec)
 
 
+def reads_gold_answers(name: str) -> bool:
+    """Whether the registered agent ``name`` reads gold answers (False for an unknown one)."""
+    try:
+        return bool(getattr(registered_agent(name), "needs_privileged_info", False))
+    except LumosGymError:  # an agent this installation does not know
+        return False
+
+
 def agent_can_act(name: str, task_type: str | None) -> bool:
     """Whether the registered agent ``name`` can act in envs of ``task_type``.
 

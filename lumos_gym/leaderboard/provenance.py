@@ -532,8 +532,13 @@ def record_leakage(folder: Path, data: Path, *, checks: dict[tuple[str, ...], An
         checks[key] = check_leakage(read_training(paths, builds=True), eval_tasks(entries))
     report = checks[key]
     build = recorded_build(data) or {}
+    checked = report.to_dict()
+    # the build's files by their place in it: no path of this machine in a published run.json
+    checked["files"] = [f"{data.name}/{Path(f).resolve().relative_to(data.resolve())}"
+                        if Path(f).resolve().is_relative_to(data.resolve()) else Path(f).name
+                        for f in checked.get("files") or ()]
     run["leakage"] = {
-        "status": "checked", **portable_paths(report.to_dict()), "training_files": files,
+        "status": "checked", **portable_paths(checked), "training_files": files,
         "recorded": {"by": "lumos-gym data leakage --record", "git": git_provenance(),
                      "data_build": build.get("id"),
                      "at": time.strftime("%Y-%m-%dT%H:%M:%S%z")},

@@ -60,7 +60,7 @@ from typing import Any
 from urllib.parse import quote
 
 from lumos_gym import __version__
-from lumos_gym.agents.plugins import agent_can_act, registered_agent
+from lumos_gym.agents.plugins import agent_can_act, reads_gold_answers
 from lumos_gym.errors import EvaluationError, LumosGymError
 from lumos_gym.jsonl import folder_problem
 from lumos_gym.leaderboard.agreement import AGREEMENT_NOTE, agreement, agreement_rows
@@ -626,10 +626,7 @@ def infra_markdown(board: Board) -> list[str]:
 
 def _reads_gold(agent: str) -> bool:
     """Whether the registered agent ``agent`` reads gold answers (False for an unknown one)."""
-    try:
-        return bool(getattr(registered_agent(agent), "needs_privileged_info", False))
-    except LumosGymError:  # an agent this installation does not know
-        return False
+    return reads_gold_answers(agent)
 
 
 def _gold_kind(agent: str) -> str | None:

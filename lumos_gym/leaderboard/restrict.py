@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lumos_gym.agents.plugins import registered_agent
-from lumos_gym.errors import EvaluationError, LumosGymError
+from lumos_gym.agents.plugins import reads_gold_answers
+from lumos_gym.errors import EvaluationError
 from lumos_gym.jsonl import write_json_atomic
 from lumos_gym.leaderboard.plan import plan_episodes
 from lumos_gym.leaderboard.provenance import git_provenance
@@ -69,16 +69,6 @@ class RestrictReport:
                 f"{self.dropped_count}{f' ({per_env})' if per_env else ''}; {verb} the folder")
 
 
-def _privileged(run: Mapping[str, Any]) -> bool:
-    """Whether the run's agent reads gold answers (its episodes are planned privileged)."""
-    agent = run.get("agent")
-    name = agent.get("name") if isinstance(agent, Mapping) else None
-    try:
-        return bool(getattr(registered_agent(str(name)), "needs_privileged_info", False))
-    except LumosGymError:
-        return False
-
-
 def restrict_folder(folder: str | Path, suite: str, *, write: bool = True) -> RestrictReport:
     """Keep the folder's episodes of ``suite`` as its file is now (see the module docstring).
 
@@ -102,7 +92,9 @@ def restrict_folder(folder: str | Path, suite: str, *, write: bool = True) -> Re
         raise EvaluationError(f"{folder}: a run of {named}, not of suite {chosen.name}")
     if (run.get("plan") or {}).get("shard"):
         raise EvaluationError(f"{folder}: a shard; merge the shards first (lumos-gym merge)")
-    plan = plan_episodes(suite_entries(suite=suite), privileged=_privileged(run))
+    agent = run.get("agent")
+    name = agent.get("name") if isinstance(agent, Mapping) else None
+    plan = plan_episodes(suite_entries(suite=suite), privileged=reads_gold_answers(str(name)))
     planned = set(plan.by_key)
     missing = sorted(planned - set(records))
     if missing:
