@@ -11,6 +11,10 @@
 #                                               compared with the shipped hf run, output by output
 #   bash benchmarks/gpu.sh hf [CPU_OUTPUTS]     hf on CUDA in fp32, batch 1 and 32
 #   bash benchmarks/gpu.sh mixed [CPU_OUTPUTS]  mixed-adapter batches against apart, batch 32
+#   bash benchmarks/gpu.sh served               `vllm serve --enable-lora` with the shipped
+#                                               planner and grounder as two LoRA modules, the
+#                                               offline suite evaluated through the openai
+#                                               backend, compared with the shipped hf run
 #   bash benchmarks/gpu.sh all [CPU_OUTPUTS]    every stage, in that order
 #
 # CPU_OUTPUTS (optional): the same episodes' outputs from a CPU run, so that "same outputs"
@@ -49,10 +53,31 @@ demo() {  # demo NAME DTYPE: the offline suite on vLLM, then compared with the s
         | tee "$out/$name.md" | sed -n '/^| suite score/p;/^## The same outputs/,$p'
 }
 
+served() {  # served NAME: vLLM's OpenAI server with both adapters, lumos-gym as its client
+    local name=$1 port=${VLLM_PORT:-8011}
+    local shipped="$here/../leaderboards/offline/lumos-i"
+    local base adapters
+    base=$("$python" -c 'from lumos_gym.models.sources import resolve_model
+print(resolve_model("smollm2-135m").path)')
+    adapters=$("$python" -c 'from lumos_gym.models.reference import reference_models as r
+print(" ".join(f"lumos-i-{k}={v}" for k, v in r("lumos-i").items()))')
+    # shellcheck disable=SC2086  # the adapters are two NAME=FOLDER words
+    "$python" -m vllm.entrypoints.openai.api_server --model "$base" --port "$port" \
+        --enable-lora --max-lora-rank 64 --lora-modules $adapters --dtype float32 \
+        > "$out/$name-server.log" 2>&1 &
+    local server=$!
+    "$python" -m lumos_gym.cli evaluate --agent lumos-i --backend openai \
+        --base-url "http://127.0.0.1:$port/v1" --model-args wait=600 \
+        --out "$out/$name" --resume --no-progress | tail -n 3 || true
+    kill "$server"; wait "$server" || true
+    "$python" -m lumos_gym.cli leaderboard --compare "$out/$name" "$shipped" \
+        | tee "$out/$name.md" | sed -n '/^| suite score/p;/^## The same outputs/,$p'
+}
+
 case $stage in
-    vllm|demo|hf|mixed|all) ;;
+    vllm|demo|hf|mixed|served|all) ;;
     *)
-        echo "unknown stage $stage: vllm, demo, hf, mixed or all" >&2
+        echo "unknown stage $stage: vllm, demo, hf, mixed, served or all" >&2
         exit 2 ;;
 esac
 mkdir -p "$out"
@@ -69,5 +94,7 @@ case $stage in
         rollout hf-cuda-fp32 hf-cuda-fp32 1 32 ;;&
     mixed|all)
         rollout vllm-mixed vllm-mixed 32
-        rollout hf-cuda-fp32-mixed hf-cuda-fp32-mixed 32 ;;
+        rollout hf-cuda-fp32-mixed hf-cuda-fp32-mixed 32 ;;&
+    served|all)
+        served served-vllm-fp32 ;;
 esac

@@ -256,7 +256,7 @@ def test_backend_failure_is_a_500_and_an_error_completion(
     ("path", "body", "status", "param"),
     [
         ("/v1/completions", {"model": MODEL, "prompt": "x", "n": 2}, 400, "n"),
-        ("/v1/completions", {"model": MODEL, "prompt": "x", "stream": True}, 400, "stream"),
+        ("/v1/completions", {"model": MODEL, "prompt": "x", "seed": 2**70}, 400, "seed"),
         ("/v1/completions", {"model": MODEL, "prompt": "x", "logprobs": 3}, 400, "logprobs"),
         ("/v1/completions", {"model": MODEL, "prompt": "x", "max_tokens": 0}, 400, "max_tokens"),
         ("/v1/completions", {"model": MODEL, "prompt": []}, 400, "prompt"),

@@ -73,8 +73,10 @@ def test_reference_adapters_apply_only_when_nothing_is_named(tmp_path, monkeypat
     assert role_model(chosen, "planner") == ("smollm2-135m", chosen.planner)
     on_vllm = with_reference("lumos-i", ModelOptions(backend="vllm"))
     assert (on_vllm.planner, on_vllm.grounder) == (chosen.planner, chosen.grounder)
+    served = with_reference("lumos-i", ModelOptions(backend="openai"))  # `serve --agent`'s names
+    assert (served.planner, served.grounder) == ("lumos-i-planner", "lumos-i-grounder")
     for options in (ModelOptions(model="m"), ModelOptions(reference=False),
-                    ModelOptions(adapters={"*": "x"}), ModelOptions(backend="openai")):
+                    ModelOptions(adapters={"*": "x"}), ModelOptions(backend="openai", model="m")):
         assert with_reference("lumos-i", options) == options
     assert with_reference("react", ModelOptions()) == ModelOptions()
 

@@ -7,7 +7,7 @@ import difflib
 import json
 import re
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 from lumos_gym.errors import LumosGymError
 
@@ -15,9 +15,10 @@ from lumos_gym.errors import LumosGymError
 class Parser(argparse.ArgumentParser):
     """The parser of ``lumos-gym`` and its verbs: a mistyped flag or choice gets a suggestion.
 
-    ``--limt 5`` fails with ``unrecognized arguments: --limt 5 (did you mean --limit?)``, in the
-    usage of the verb it was given to, and ``lumos-gym evalute`` with ``did you mean
+    ``--limt 5`` fails with ``unrecognized arguments: --limt 5 (did you mean --limit?)``, as an
+    error of the verb it was given to, and ``lumos-gym evalute`` with ``did you mean
     'evaluate'?`` (what Python 3.14's ``suggest_on_error`` does for choices, here on 3.11 too).
+    A bad command line is one error line on stderr and status 2.
     """
 
     def parse_args(  # type: ignore[override]  # same call, the namespace always returned
@@ -29,6 +30,10 @@ class Parser(argparse.ArgumentParser):
             parser = self._verb_parser(parsed)
             parser.error(f"unrecognized arguments: {' '.join(extras)}{parser.suggest(extras)}")
         return parsed
+
+    def error(self, message: str) -> NoReturn:
+        """Print ``message`` as one line (no usage: ``--help`` shows it) and exit with status 2."""
+        self.exit(2, f"{self.prog}: error: {message}\n")
 
     def suggest(self, extras: Sequence[str]) -> str:
         """Return `` (did you mean --flag?)`` for the unknown flags of ``extras``, or nothing.
@@ -125,10 +130,49 @@ def at_least(kind: type, minimum: float, name: str) -> Callable[[str], Any]:
     return parse
 
 
+def between(kind: type, low: float, high: float, name: str) -> Callable[[str], Any]:
+    """An argparse type: a ``kind`` (int or float) from ``low`` to ``high``, both included."""
+
+    def parse(text: str) -> Any:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {name}, got {text!r}") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"must be {low:g} to {high:g}, got {text}")
+        return value
+
+    return parse
+
+
+#: A TCP port (0: the system picks a free one).
+port = between(int, 0, 65535, "a port number")
 positive_int = at_least(int, 1, "an integer")
 #: A seed: numpy's generators take no negative one.
 nonnegative_int = at_least(int, 0, "an integer")
 nonnegative_float = at_least(float, 0, "a number")
+
+
+#: A request body limit in MiB.
+body_mb = between(float, 0.001, 1024, "a size in MiB")
+
+
+def add_exposure(p: argparse.ArgumentParser, *, max_body_mb: float) -> None:
+    """Add ``--api-key``, ``--insecure`` and ``--max-body-mb`` (default ``max_body_mb``).
+
+    Read them with :func:`lumos_gym.asgi.api_key_from` (``args.api_key``),
+    ``args.insecure`` and ``args.max_body_mb``.
+    """
+    p.add_argument("--api-key", default=None, metavar="KEY",
+                   help="the key every client must send, as 'Authorization: Bearer KEY' "
+                        "(default: $LUMOS_GYM_API_KEY; other users of this machine can see "
+                        "a command line, so prefer the variable)")
+    p.add_argument("--insecure", action="store_true",
+                   help="serve a non-loopback --host without a key (anyone who can reach the "
+                        "port can use it)")
+    p.add_argument("--max-body-mb", type=body_mb, default=max_body_mb, metavar="MB",
+                   help="largest request body in MiB, 0.001 to 1024; a larger one is refused "
+                        f"with 413 before it is read (default {max_body_mb:g})")
 
 
 def add_format(p: argparse.ArgumentParser, shown: str) -> None:

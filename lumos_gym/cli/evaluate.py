@@ -78,8 +78,11 @@ def _add_model_flags(p: argparse.ArgumentParser) -> None:
                    help="torch dtype (hf, vllm), or the precision of the openvino backend "
                    "(f32, bf16)")
     p.add_argument("--model-args", action="append", default=[], metavar="KEY=VALUE,...",
-                   help="backend constructor arguments, e.g. timeout=120,max_retries=2 "
-                   "(openai), max_context=4096 (hf, openvino), threads=4 (openvino); values "
+                   help="backend constructor arguments, e.g. timeout=120,max_retries=2,"
+                   "mode=chat (openai; mode: auto, chat or completions), and for openai each "
+                   "role's served model: planner=NAME,grounder=NAME,policy=NAME (default for "
+                   "an agent with shipped adapters: AGENT-ROLE, as `lumos-gym serve --agent` "
+                   "names them); max_context=4096 (hf, openvino), threads=4 (openvino); values "
                    "are JSON when they parse, else text; an unknown key is refused with the "
                    "backend's keys; recorded in run.json")
     p.add_argument("--max-rounds", type=positive_int, default=None,
@@ -122,8 +125,37 @@ def _add_run_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--record-tokens", action="store_true",
                    help="also write tokens.jsonl: each model call's prompt and completion token "
                    "ids and log-probabilities (hf, openvino; a server that returns them)")
+    p.add_argument("--cache", default=None, metavar="DIR",
+                   help="answer a model request asked before (same model, prompt, stop "
+                   "strings, budget, temperature and seed) from the cache in DIR, and add each "
+                   "new answer to it: a repeated or killed API run never pays twice (a sampled "
+                   "answer replays its first draw); processes may share DIR; hits and tokens "
+                   "saved go in run.json; not with --record-tokens")
+    p.add_argument("--prices", type=price_pair, default=None, metavar="IN,OUT",
+                   help="USD per million prompt and completion tokens: run.json's usage then "
+                   "gives the cost (and the cache's saving)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     add_format(p, "the summary (the progress stays on stderr)")
+
+
+def price_pair(text: str) -> tuple[float, float]:
+    """Parse ``--prices IN,OUT``: two non-negative numbers (USD per million tokens).
+
+    Raises:
+        argparse.ArgumentTypeError: not two numbers, or a negative or infinite one.
+    """
+    parts = text.split(",")
+    try:
+        if len(parts) != 2:
+            raise ValueError
+        values = (float(parts[0]), float(parts[1]))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected IN,OUT: two numbers (USD per million prompt and completion tokens), "
+            f"got {text!r}") from None
+    if not all(0 <= v < float("inf") for v in values):
+        raise argparse.ArgumentTypeError(f"prices must be non-negative numbers, got {text!r}")
+    return values
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
@@ -169,6 +201,7 @@ def model_options(args: argparse.Namespace) -> ModelOptions:
     if args.dtype:
         options["dtype"] = args.dtype
     given = parse_model_args(args.model_args)
+    served = served_role_models(backend, given)
     if "api_key" in given:
         raise ModelSpecError("--model-args: give api_key_env=VARIABLE (the environment variable "
                              "that holds the key), not the key: the command line is recorded")
@@ -180,11 +213,33 @@ def model_options(args: argparse.Namespace) -> ModelOptions:
         check_backend_options(backend, given)  # before any env or model loads
     options.update(given)
     return ModelOptions(
-        backend=backend, model=args.model, planner=args.planner,
-        grounder=args.grounder,
+        backend=backend, model=args.model or served.get("policy"),
+        planner=args.planner or served.get("planner"),
+        grounder=args.grounder or served.get("grounder"),
         adapters=role_paths(args.adapter), base_url=args.base_url,
         batch_size=args.batch_size, options=options, reference=not args.no_reference,
     )
+
+
+def served_role_models(backend: str, given: dict[str, Any]) -> dict[str, str]:
+    """Take the roles' served model names out of ``--model-args`` (the ``openai`` backend).
+
+    ``--model-args planner=NAME,grounder=NAME`` (and ``policy=NAME``) name the model each role
+    asks the server for, as ``--planner``/``--grounder``/``--model`` do; the flags win.
+
+    Raises:
+        ModelSpecError: a role name given to another backend (it has --planner/--grounder).
+    """
+    roles = [key for key in ROLE_KEYS if key in given]
+    if roles and backend != "openai":
+        flag = "--model" if roles[0] == "policy" else f"--{roles[0]}"
+        raise ModelSpecError(f"--model-args {roles[0]}=...: a role's served model name is for "
+                             f"--backend openai; give {flag} instead")
+    return {key: str(given.pop(key)) for key in roles}
+
+
+ROLE_KEYS = ("planner", "grounder", "policy")
+"""The roles whose served model ``--model-args`` may name (``openai`` backend)."""
 
 
 def agent_config(args: argparse.Namespace) -> AgentConfig:
@@ -206,5 +261,6 @@ def run_evaluate(
         workers=args.workers, worker_gpus=args.worker_gpus, wall_timeout=args.wall_timeout,
         max_infra_retries=args.infra_retries,
         keep_prompts=args.keep_prompts, record_tokens=args.record_tokens,
+        cache=args.cache, prices=args.prices,
         progress=not args.no_progress, argv=sys.argv[1:],
     ))

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from lumos_gym.cli.args import at_least, parse_kwargs, positive_int
+from lumos_gym.asgi import api_key_from
+from lumos_gym.cli.args import add_exposure, at_least, parse_kwargs, port, positive_int
 from lumos_gym.envs.registration import resolve_env_id
 
 SECONDS = at_least(float, 0.001, "a number of seconds")
@@ -17,9 +18,11 @@ def add_serve_env(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--kwarg", "-k", action="append", default=[], metavar="KEY=VALUE",
                    help="constructor argument of the env, repeatable (values are JSON or text)")
     p.add_argument("--host", default="127.0.0.1",
-                   help="interface to listen on (default: loopback only)")
-    p.add_argument("--port", type=at_least(int, 0, "a port number"), default=8000,
-                   help="TCP port (0: a free one; default 8000)")
+                   help="interface to listen on (default: loopback only; another needs "
+                        "--api-key or --insecure)")
+    p.add_argument("--port", type=port, default=8000,
+                   help="TCP port, 0 to 65535 (0: a free one; default 8000)")
+    add_exposure(p, max_body_mb=16)
     p.add_argument("--max-sessions", type=positive_int, default=64,
                    help="sessions (env instances) open at once; one more is refused (default 64)")
     p.add_argument("--idle-timeout", type=SECONDS,
@@ -38,7 +41,8 @@ def cmd_serve_env(args: argparse.Namespace) -> int:
 
     serve_env(
         resolve_env_id(args.env), parse_kwargs(args.kwarg), host=args.host, port=args.port,
-        log_level=args.log_level, max_sessions=args.max_sessions,
+        log_level=args.log_level, api_key=api_key_from(args.api_key), insecure=args.insecure,
+        max_body_bytes=int(args.max_body_mb * 2**20), max_sessions=args.max_sessions,
         idle_timeout_s=args.idle_timeout, call_timeout_s=args.step_timeout,
     )
     return 0

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from lumos_gym.cli.args import at_least
+from lumos_gym.asgi import api_key_from
+from lumos_gym.cli.args import add_exposure, port
 
 
 def add_serve_tools(sub: argparse._SubParsersAction) -> None:
@@ -17,9 +18,12 @@ def add_serve_tools(sub: argparse._SubParsersAction) -> None:
                         "--tool 'KnowledgeQuery={\"corpus\": \"wiki\"}' --tool QA")
     p.add_argument("--transport", choices=["stdio", "http"], default="stdio",
                    help="stdio (the client starts this command) or http (streamable HTTP)")
-    p.add_argument("--host", default="127.0.0.1", help="interface for http (default: loopback)")
-    p.add_argument("--port", type=at_least(int, 0, "a port number"), default=8001,
-                   help="TCP port for http (0: a free one; default 8001)")
+    p.add_argument("--host", default="127.0.0.1",
+                   help="interface for http (default: loopback only; another needs --api-key "
+                        "or --insecure)")
+    p.add_argument("--port", type=port, default=8001,
+                   help="TCP port for http, 0 to 65535 (0: a free one; default 8001)")
+    add_exposure(p, max_body_mb=8)
     p.add_argument("--log-level", default="warning",
                    choices=["critical", "error", "warning", "info", "debug"])
     p.set_defaults(func=cmd_serve_tools)
@@ -30,5 +34,6 @@ def cmd_serve_tools(args: argparse.Namespace) -> int:
     from lumos_gym.serving.tools import parse_tool_options, serve_tools  # heavy: the mcp package
 
     serve_tools(parse_tool_options(args.tool), transport=args.transport, host=args.host,
-                port=args.port, log_level=args.log_level)
+                port=args.port, log_level=args.log_level, api_key=api_key_from(args.api_key),
+                insecure=args.insecure, max_body_bytes=int(args.max_body_mb * 2**20))
     return 0

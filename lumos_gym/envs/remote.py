@@ -14,6 +14,11 @@ observation travels as ``{"text", "image"?, "info", "terminated", "truncated"}``
 multimodal env as base64 bytes with its shape, the ``info`` as JSON (numpy values as numbers
 and lists, tuples as lists).
 
+A server started with an API key (``lumos-gym serve-env --api-key``) wants it on every request:
+the client sends ``Authorization: Bearer KEY`` with its ``api_key`` argument, else
+``$LUMOS_GYM_API_KEY`` (none when neither is set). A missing or wrong key is a
+:class:`RemoteEnvError` that says so.
+
 An error the served env answers with is a :class:`RemoteEnvError`; a failure of the link or
 the server itself (unreachable, no reply in ``timeout_s``, the session dropped, the server at its
 capacity) is a :class:`RemoteEnvTransportError`, an :class:`~lumos_gym.errors.InfraError`: the
@@ -36,6 +41,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
+from lumos_gym.asgi import API_KEY_ENV, api_key_from
 from lumos_gym.envs.text_space import TextSpace
 from lumos_gym.errors import InfraError, LumosGymError
 
@@ -139,13 +145,39 @@ def ws_url(url: str) -> str:
     return (base if base.startswith(("ws://", "wss://")) else f"ws://{base}") + "/ws"
 
 
-def fetch_env_spec(url: str, timeout_s: float = 10.0) -> dict[str, Any]:
-    """Return what the env server at ``url`` serves (its ``GET /env``)."""
+def auth_headers(api_key: str | None) -> dict[str, str]:
+    """Return the headers that carry ``api_key`` to a server (none for no key)."""
+    return {"Authorization": f"Bearer {api_key}"} if api_key else {}
+
+
+def _key_refused(url: str, status: int) -> RemoteEnvError:
+    return RemoteEnvError(f"the env server at {url} refused the API key (HTTP {status}): pass "
+                          f"api_key=KEY or set ${API_KEY_ENV} to the server's --api-key")
+
+
+def fetch_env_spec(url: str, timeout_s: float = 10.0, api_key: str | None = None) -> dict[str, Any]:
+    """Return what the env server at ``url`` serves (its ``GET /env``).
+
+    Args:
+        url: the server, ``http://host:port``.
+        timeout_s: how long the answer may take.
+        api_key: the server's key, sent as ``Authorization: Bearer``; None: none.
+
+    Raises:
+        RemoteEnvError: the server refused the key.
+        RemoteEnvTransportError: the server cannot be reached or answers no JSON.
+    """
     base = url.rstrip("/").replace("ws://", "http://", 1).replace("wss://", "https://", 1)
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # never via a proxy
+    request = urllib.request.Request(f"{base}/env", headers=auth_headers(api_key))
     try:
-        with opener.open(f"{base}/env", timeout=timeout_s) as response:
+        with opener.open(request, timeout=timeout_s) as response:
             return json.loads(response.read())
+    except urllib.error.HTTPError as e:
+        if e.code == 401:
+            raise _key_refused(url, e.code) from None
+        raise RemoteEnvTransportError(f"the env server at {url} answered GET /env with HTTP "
+                                      f"{e.code} (is `lumos-gym serve-env` running there?)") from e
     except (OSError, ValueError) as e:
         raise RemoteEnvTransportError(f"cannot reach the env server at {url}: {e} (is "
                                       "`lumos-gym serve-env` running there?)") from e
@@ -159,21 +191,30 @@ class RemoteEnv(gym.Env):
         env_id: the env id the server must serve (checked); any when None.
         timeout_s: how long one reply may take (a step of a slow env included).
         connect_timeout_s: how long opening the session may take.
+        api_key: the server's API key (sent as ``Authorization: Bearer``); None:
+            ``$LUMOS_GYM_API_KEY``, else none. Prefer the variable on a command line, where
+            ``-k`` arguments are shown and recorded.
         **env_kwargs: constructor arguments the served env must have been made with
             (checked against the server's; the server decides them, the client cannot).
 
     The env's attributes (``task_type``, ``primary_metric``, ``ends_by_answer``, the task
     ids, the spaces) are the served env's. ``state()`` returns the session's OpenEnv state.
+
+    Raises:
+        RemoteEnvError: the server serves another env or arguments, or refused the key.
+        RemoteEnvTransportError: the server cannot be reached.
     """
 
     metadata: ClassVar[dict[str, Any]] = {"render_modes": []}
 
     def __init__(self, *, url: str, env_id: str | None = None, timeout_s: float = 300.0,
-                 connect_timeout_s: float = 10.0, **env_kwargs: Any) -> None:
+                 connect_timeout_s: float = 10.0, api_key: str | None = None,
+                 **env_kwargs: Any) -> None:
         self.url = url
         self.timeout_s = timeout_s
         self.connect_timeout_s = connect_timeout_s
-        spec = fetch_env_spec(url, connect_timeout_s)
+        self._api_key = api_key_from(api_key)
+        spec = fetch_env_spec(url, connect_timeout_s, self._api_key)
         self.served = spec
         _check_served(spec, url, env_id, env_kwargs)
         self.env_id: str = spec["env_id"]
@@ -220,12 +261,19 @@ class RemoteEnv(gym.Env):
 
     def _connect(self) -> Any:
         if self._ws is None:
+            from websockets.exceptions import InvalidHandshake, InvalidStatus  # as below
             from websockets.sync.client import connect  # optional extra: envserver
 
             try:
                 self._ws = connect(ws_url(self.url), open_timeout=self.connect_timeout_s,
-                                   max_size=None, proxy=None, compression=None)
-            except (OSError, TimeoutError) as e:
+                                   max_size=None, proxy=None, compression=None,
+                                   additional_headers=auth_headers(self._api_key))
+            except InvalidStatus as e:
+                status = e.response.status_code
+                if status in (401, 403):  # the server closes a handshake without the key: 403
+                    raise _key_refused(self.url, status) from None
+                raise RemoteEnvTransportError(f"cannot open a session at {self.url}: {e}") from e
+            except (OSError, TimeoutError, InvalidHandshake) as e:
                 raise RemoteEnvTransportError(f"cannot open a session at {self.url}: {e}") from e
         return self._ws
 

@@ -8,16 +8,23 @@ from dataclasses import replace
 from lumos_gym.agents.base import Agent
 from lumos_gym.models.base import Backend
 from lumos_gym.models.factory import ADAPTER_BACKENDS, BackendSet, ModelOptions, build_backends
-from lumos_gym.models.reference import reference_models
+from lumos_gym.models.reference import reference_models, served_name
 
 
 def with_reference(agent_name: str, options: ModelOptions) -> ModelOptions:
-    """``options`` with the agent's shipped reference adapters when nothing else is named."""
-    local = options.backend in ADAPTER_BACKENDS  # those that run the shipped adapters themselves
-    if not options.reference or not local or options.names_a_model():
+    """``options`` with the agent's shipped reference adapters when nothing else is named.
+
+    A backend that runs adapters itself loads them; the ``openai`` backend asks the server for
+    the names ``lumos-gym serve --agent AGENT`` serves them under (``AGENT-ROLE``).
+    """
+    if not options.reference or options.names_a_model():
         return options
     models = reference_models(agent_name)
     if not models:
+        return options
+    if options.backend == "openai":
+        models = {role: served_name(agent_name, role) for role in models}
+    elif options.backend not in ADAPTER_BACKENDS:
         return options
     return replace(options, planner=models.get("planner"), grounder=models.get("grounder"))
 

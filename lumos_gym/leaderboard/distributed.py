@@ -36,7 +36,15 @@ from lumos_gym.envs import load_plugins
 from lumos_gym.errors import LumosGymError
 from lumos_gym.leaderboard.backends import agent_backends
 from lumos_gym.leaderboard.provenance import fingerprint, provenance
+from lumos_gym.leaderboard.usage import (
+    add_usage,
+    counted_backends,
+    open_cache,
+    role_usage,
+    usage_counts,
+)
 from lumos_gym.models.base import Backend
+from lumos_gym.models.caching import Usage
 
 
 class DistributedError(LumosGymError):
@@ -79,6 +87,8 @@ class EpisodeWorker:
         models: how to build the backends (ignored when ``backends`` is given).
         backends: ready backends per role, when they can be pickled (a scripted backend).
         runner: the :class:`Runner` settings (``max_in_flight``, ``wall_timeout``...).
+        cache: the request cache folder of the run (``--cache``; an absolute path, shared by
+            every worker: each appends to a file of its own).
     """
 
     def __init__(
@@ -87,6 +97,7 @@ class EpisodeWorker:
         models: Any,
         backends: Mapping[str, Backend] | None,
         runner: Mapping[str, Any],
+        cache: str | None = None,
     ) -> None:
         load_plugins()
         self.agent = agent
@@ -97,7 +108,7 @@ class EpisodeWorker:
                 hf_logging.disable_progress_bar()
             except ImportError:
                 pass
-        self.built = agent_backends(agent, models, backends)
+        self.built = counted_backends(agent_backends(agent, models, backends), open_cache(cache))
         self.runner = Runner(agent, self.built, **dict(runner))
 
     def describe(self, argv: Sequence[str] | None) -> dict[str, Any]:
@@ -108,6 +119,10 @@ class EpisodeWorker:
     def run(self, specs: Sequence[EpisodeSpec]) -> list[EpisodeRecord]:
         """Run ``specs`` and return their records."""
         return self.runner.run(specs)
+
+    def usage(self) -> dict[str, dict[str, int]]:
+        """This worker's model calls so far, per role (:class:`~lumos_gym.models.caching.Usage`)."""
+        return usage_counts(role_usage(self.built))
 
     def node(self) -> str:
         """The name of the machine this worker runs on."""
@@ -133,6 +148,8 @@ class RayPool:
         worker_cpus: CPUs reserved per actor.
         worker_gpus: GPUs reserved per actor (a fraction shares one GPU).
         max_workers: never more actors than this (the episodes to run).
+        cache: the request cache folder every worker answers repeated requests from
+            (``--cache``); it must be reachable at the same path on every node.
     """
 
     def __init__(
@@ -147,6 +164,7 @@ class RayPool:
         worker_cpus: float = 1.0,
         worker_gpus: float = 0.0,
         max_workers: int | None = None,
+        cache: str | Path | None = None,
     ) -> None:
         if type(agent).__module__.startswith(FILE_MODULE_PREFIX):
             raise DistributedError(
@@ -204,7 +222,9 @@ class RayPool:
                         "give model options (models=ModelOptions(...)) so that each worker "
                         "builds its own backends"
                     ) from e
-            self._new_actor = lambda: actor.remote(agent, options, backends, dict(runner or {}))
+            folder = str(Path(cache).expanduser().resolve()) if cache is not None else None
+            self._new_actor = lambda: actor.remote(agent, options, backends, dict(runner or {}),
+                                                   folder)
             self.actors = [self._new_actor() for _ in range(workers)]
         except BaseException:
             self._shutdown()
@@ -304,6 +324,13 @@ class RayPool:
             if bar is not None:
                 bar.close()
         return counts
+
+    def usage(self) -> dict[str, Usage]:
+        """The model calls of the live workers, per role, summed (a dead worker's are lost)."""
+        total: dict[str, Usage] = {}
+        for counts in self._get([a.usage.remote() for a in self.actors]):
+            add_usage(total, counts)
+        return dict(sorted(total.items()))
 
     def close(self) -> None:
         """Close every worker's backends, end the actors, and stop a Ray started here."""

@@ -8,7 +8,8 @@ episode appended to ``episodes.jsonl`` (:class:`.output.ResultsFile`: one JSON l
 and fsynced, so a killed run loses nothing and resumes where it stopped), then the summary
 (:func:`.results.summarize`: metrics per task type with standard errors and bootstrap
 intervals, the suite score) written atomically into ``summary.json``. ``run.json`` and
-``summary.json`` carry the provenance (:mod:`.provenance`).
+``summary.json`` carry the provenance (:mod:`.provenance`), and the model calls the run sent,
+their tokens, and what the request cache answered (:mod:`.usage`).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from __future__ import annotations
 import contextlib
 import json
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import KW_ONLY, dataclass
+from dataclasses import KW_ONLY, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -65,7 +66,16 @@ from lumos_gym.leaderboard.suites import (  # noqa: F401  (load_suites: the cli'
     load_suites,
     suite_entries,
 )
+from lumos_gym.leaderboard.usage import (
+    check_prices,
+    counted_backends,
+    open_cache,
+    role_usage,
+    usage_blocks,
+    usage_line,
+)
 from lumos_gym.models.base import Backend
+from lumos_gym.models.caching import Usage
 from lumos_gym.models.factory import BackendSet, ModelOptions
 
 
@@ -113,6 +123,14 @@ class RunConfig:
         record_tokens: also write ``tokens.jsonl``: each module call's prompt and completion
             token ids and log-probabilities (:mod:`lumos_gym.agents.tokens`), for training on
             the episodes; ``episodes.jsonl`` is unchanged.
+        cache: a folder of cached model answers (:mod:`lumos_gym.models.caching`): a request
+            asked before of the same model (prompt or messages, stop strings, budget,
+            temperature, seed) is answered from it and never sent, so a repeated or killed run
+            does not pay twice; a sampled answer replays its first draw. Several processes
+            (Ray workers, shards) may share it. Not with ``record_tokens`` (the cache keeps
+            text only).
+        prices: USD per million prompt and completion tokens: ``run.json`` then gives the
+            cost of the tokens sent (and of those the cache saved).
         progress: show a progress bar.
         argv: the command line, recorded for provenance.
         provenance: more entries for ``run.json`` (and the summary's provenance), e.g. the
@@ -123,7 +141,8 @@ class RunConfig:
 
     Raises:
         EvaluationError: ``workers`` or ``worker_gpus`` without ``ray``; a ``limit`` or
-            ``workers`` below 1.
+            ``workers`` below 1; ``cache`` with ``record_tokens``; ``prices`` that are not two
+            non-negative numbers.
     """
 
     agent: str | Agent
@@ -147,6 +166,8 @@ class RunConfig:
     wall_timeout: float | None = None
     keep_prompts: bool = False
     record_tokens: bool = False
+    cache: str | Path | None = None
+    prices: tuple[float, float] | None = None
     progress: bool = True
     argv: Sequence[str] | None = None
     provenance: Mapping[str, Any] | None = None
@@ -162,6 +183,10 @@ class RunConfig:
                                   f"{self.max_infra_retries}")
         if self.seed is not None and self.seed < 0:  # every episode would fail its reset
             raise EvaluationError(f"--seed must be at least 0, got {self.seed}")
+        if self.cache is not None and self.record_tokens:
+            raise EvaluationError("--cache keeps the text of answers, not their tokens; drop "
+                                  "--cache or --record-tokens")
+        object.__setattr__(self, "prices", check_prices(self.prices))
 
     def runner_settings(self) -> dict[str, Any]:
         """Return the :class:`~lumos_gym.agents.runner.Runner` settings of this run."""
@@ -181,6 +206,8 @@ class EvaluationResult:
     summary: dict[str, Any]
     records: list[dict[str, Any]]
     resumed: int = 0
+    usage: dict[str, Any] | None = None
+    """``run.json``'s ``usage`` and ``cache`` blocks (None for an agent without models)."""
 
 
 def evaluate(config: RunConfig) -> EvaluationResult:
@@ -189,7 +216,9 @@ def evaluate(config: RunConfig) -> EvaluationResult:
     The episodes ``out`` already holds are not run again (with ``resume``), except those that
     ended in ``infra-error`` (:func:`~lumos_gym.leaderboard.results.is_infra_error`: a backend
     or env server failed), which are dropped from the file and played again; the summary
-    covers every episode of the run (of its shard) that the folder then holds.
+    covers every episode of the run (of its shard) that the folder then holds. When the
+    episodes have run (or stopped on an error), ``run.json`` gets this session's model calls
+    (:func:`.usage.usage_blocks`), and a line about them is printed.
 
     Raises:
         EvaluationError: an unknown agent or suite, envs that cannot be planned, a folder
@@ -210,6 +239,9 @@ def evaluate(config: RunConfig) -> EvaluationResult:
     problem = folder_problem(out_dir)
     if problem:  # before any model loads
         raise EvaluationError(f"cannot write the results to {out_dir}: {problem}")
+    problem = folder_problem(config.cache) if config.cache is not None else None
+    if problem:
+        raise EvaluationError(f"cannot write the cache to {config.cache}: {problem}")
     results = ResultsFile(out_dir / "episodes.jsonl")
     tokens = TokensFile(out_dir / TOKENS_FILE) if config.record_tokens else None
     if results.done:
@@ -231,13 +263,37 @@ def evaluate(config: RunConfig) -> EvaluationResult:
             retried = f"; {len(again)} that ended in infra-error run again" if again else ""
             print(f"resuming: {resumed} of {len(plan.selected)} episodes already in "
                   f"{results.path}{retried}")
-        executor.run(todo, _recorder(results, plan.kinds(), plan.groups(), tokens),
-                     progress=config.progress)
+        try:
+            executor.run(todo, _recorder(results, plan.kinds(), plan.groups(), tokens),
+                         progress=config.progress)
+        except BaseException:
+            if executor.pool is None:  # Ray actors may be busy with queued chunks: not asked
+                with contextlib.suppress(Exception):  # a stopped run records what it sent
+                    _record_usage(out_dir, run, executor, config)
+            raise
+        usage = _record_usage(out_dir, run, executor, config)
+    if usage is not None:
+        print(usage_line(executor.usage, cache=config.cache is not None, prices=config.prices))
     records = [results.done[k] for k in plan.selected if k in results.done]
     summary = summarize(records)
     summary["provenance"] = provenance_for_summary(run)
     write_json_atomic(out_dir / "summary.json", summary)
-    return EvaluationResult(out_dir, summary, records, resumed)
+    return EvaluationResult(out_dir, summary, records, resumed, usage)
+
+
+def _record_usage(
+    out_dir: Path, run: dict[str, Any], executor: _Executor, config: RunConfig
+) -> dict[str, Any] | None:
+    """Add this session's ``usage`` (and ``cache``) blocks to ``run`` and ``run.json``.
+
+    Returns the blocks, or None for an agent without models (``run`` is left as it is).
+    """
+    if not executor.collect_usage():
+        return None
+    blocks = usage_blocks(executor.usage, cache=config.cache, prices=config.prices)
+    run.update(blocks)
+    write_json_atomic(out_dir / "run.json", run)
+    return blocks
 
 
 def _extra_provenance(config: RunConfig, agent: Agent) -> dict[str, Any]:
@@ -279,8 +335,10 @@ class _Executor:
     """Where a run's episodes run: this process, with its backends, or Ray actors (``ray``).
 
     Made before any episode runs, it knows the run's fingerprint and provenance (a Ray
-    run's come from its first worker). Closing it closes the backends built here (never
-    those given) or ends the actors.
+    run's come from its first worker). Every role's backend is wrapped to count its model
+    calls and, with the run's ``cache``, to answer repeated ones (:mod:`.usage`; in each Ray
+    worker too). Closing it closes the backends built here (never those given) or ends the
+    actors.
     """
 
     def __init__(self, agent: Agent, config: RunConfig, episodes: int) -> None:
@@ -289,6 +347,8 @@ class _Executor:
         self.pool: RayPool | None = None
         self.built = BackendSet()
         self.own = config.backends is None
+        self.usage: dict[str, Usage] = {}
+        self.has_models = bool(agent.roles) or bool(config.backends)
         try:
             if config.ray not in (None, False):
                 self.pool = RayPool(
@@ -296,14 +356,16 @@ class _Executor:
                     runner=self.settings,
                     address=None if config.ray is True else str(config.ray),
                     workers=config.workers, worker_gpus=config.worker_gpus,
-                    max_workers=max(1, episodes),
+                    max_workers=max(1, episodes), cache=config.cache,
                 )
                 described = self.pool.describe(config.argv)
                 self.fingerprint = described["fingerprint"]
                 self.provenance = described["provenance"]
             else:
-                self.built = agent_backends(agent, config.models or ModelOptions(),
-                                            config.backends)
+                self.built = counted_backends(
+                    agent_backends(agent, config.models or ModelOptions(), config.backends),
+                    open_cache(config.cache),
+                )
                 self.fingerprint = fingerprint(agent, self.built)
                 self.provenance = provenance(agent, self.built, config.argv)
         except BaseException:
@@ -328,6 +390,15 @@ class _Executor:
             Runner(self.agent, self.built, **self.settings).run(
                 specs, on_record=on_record, progress=progress
             )
+
+    def collect_usage(self) -> bool:
+        """Gather the model calls so far into :attr:`usage`; False when no role has a model."""
+        if self.pool is None:
+            self.usage = {role: replace(counts) for role, counts in role_usage(self.built).items()}
+            return bool(self.built)
+        if self.has_models:
+            self.usage = self.pool.usage()
+        return self.has_models
 
     def close(self) -> None:
         """End the Ray actors, and close the backends built here."""
@@ -379,7 +450,11 @@ def _earlier_sessions(out_dir: Path) -> list[dict[str, Any]]:
     if not isinstance(previous, dict):
         return []
     sessions = [s for s in previous.get("sessions") or [] if isinstance(s, dict)]
-    sessions.append({k: previous.get(k) for k in ("started", "git", "lumos_gym", "argv")})
+    session = {k: previous.get(k) for k in ("started", "git", "lumos_gym", "argv")}
+    for block in ("usage", "cache"):  # a session stopped before its end recorded none
+        if block in previous:
+            session[block] = previous[block]
+    sessions.append(session)
     return sessions
 
 

@@ -11,7 +11,7 @@ batch while others decode and hands each back as soon as it ends; every other ba
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -38,6 +38,10 @@ class GenerationRequest:
         logprobs: also return the token ids of the prompt and the completion and each
             completion token's log-probability (:class:`TokenTrace`), where the backend can;
             one that cannot leaves ``Completion.tokens`` at ``None``.
+        cancelled: asked while the request waits and decodes (a cheap call); once it answers
+            True the backend may stop working on the request and answer it with
+            :data:`CANCELLED` as the error (``lumos-gym serve`` sets it when the HTTP client
+            went away). Not part of the request's identity (equality, hashing, cache keys).
     """
 
     prompt: str | None = None
@@ -47,12 +51,22 @@ class GenerationRequest:
     temperature: float = 0.0
     seed: int = 0
     logprobs: bool = False
+    cancelled: Callable[[], bool] | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if (self.prompt is None) == (self.messages is None):
             raise ValueError("set exactly one of prompt and messages")
         if self.max_new_tokens < 1:
             raise ValueError("max_new_tokens must be at least 1")
+
+
+CANCELLED = "cancelled: the caller went away"
+"""The error of a completion a backend stopped because its request was cancelled."""
+
+
+def is_cancelled(request: GenerationRequest) -> bool:
+    """Whether ``request`` was cancelled by its caller."""
+    return request.cancelled is not None and bool(request.cancelled())
 
 
 @dataclass(frozen=True)

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import dataclasses
 import functools
 import heapq
 import inspect
@@ -71,6 +72,7 @@ except ImportError as e:  # pragma: no cover - depends on the installed extras
 from lumos_gym.errors import BackendError
 from lumos_gym.jsonl import publish_folder
 from lumos_gym.models.base import (
+    CANCELLED,
     Backend,
     BackendInfo,
     Completion,
@@ -78,6 +80,7 @@ from lumos_gym.models.base import (
     StopReason,
     TokenTrace,
     cut_at_stop,
+    is_cancelled,
 )
 from lumos_gym.models.sources import (  # noqa: F401  (names re-exported from here)
     _HUB_ID,
@@ -406,9 +409,13 @@ class StopOnStrings(StoppingCriteria):
     string even when a character spans four byte tokens. A row that produced an end-of-sequence
     token is done too (generate stops it as well), and the batch ends when every row is done.
 
+    A row whose request was cancelled (:attr:`GenerationRequest.cancelled`) is done at the next
+    step as well, so a batch whose callers all went away ends there.
+
     Attributes:
         stopped_at: per row, how many tokens it had generated when its stop string appeared
             (``None`` while it has not).
+        cancelled: per row, whether it was stopped because its request was cancelled.
     """
 
     def __init__(
@@ -419,6 +426,7 @@ class StopOnStrings(StoppingCriteria):
         prompt_width: int,
         rows: int,
         eos_ids: frozenset[int],
+        requests: Sequence[GenerationRequest] = (),
     ) -> None:
         self.tokenizer = tokenizer
         self.stop = tuple(s for s in stop if s)
@@ -427,6 +435,13 @@ class StopOnStrings(StoppingCriteria):
         self.window = 4 * max((len(s) for s in self.stop), default=1) + 8
         self.done = [False] * rows
         self.stopped_at: list[int | None] = [None] * rows
+        self.cancelled = [False] * rows
+        self.requests = list(requests)
+
+    @property
+    def needed(self) -> bool:
+        """Whether generate needs this criterion (stop strings, or requests that can cancel)."""
+        return bool(self.stop) or any(r.cancelled is not None for r in self.requests)
 
     def __call__(self, input_ids: torch.LongTensor, scores: Any, **kwargs: Any) -> torch.BoolTensor:
         """Mark the rows whose new text holds a stop string; return which rows are done."""
@@ -438,6 +453,12 @@ class StopOnStrings(StoppingCriteria):
                 continue
             if tail and tail[-1] in self.eos_ids:
                 self.done[row] = True
+                continue
+            if row < len(self.requests) and is_cancelled(self.requests[row]):
+                self.done[row] = self.cancelled[row] = True
+                self.stopped_at[row] = generated
+                continue
+            if not self.stop:
                 continue
             text = self.tokenizer.decode(tail, skip_special_tokens=True)
             if any(s in text for s in self.stop):
@@ -982,7 +1003,8 @@ class HFBackend(Backend):
         """
         self._check_open()
         requests = [request for _, request in pairs]
-        encoded = [view._encode(request) for view, request in pairs]
+        encoded = [view._error(CANCELLED) if is_cancelled(request) else view._encode(request)
+                   for view, request in pairs]
         results = [item if isinstance(item, Completion) else None for item in encoded]
         runnable = {i: ids for i, ids in enumerate(encoded) if isinstance(ids, list)}
         indices = list(runnable)
@@ -1129,10 +1151,10 @@ class HFBackend(Backend):
                                                          adapters)
         width = input_ids.shape[1]
         generated = output[:, width:].tolist()
-        return [
+        return _mark_cancelled([
             self._completion(row, new, criteria.stopped_at[i], request, logprobs and logprobs[i])
             for i, (row, new, request) in enumerate(zip(rows, generated, requests, strict=True))
-        ]
+        ], criteria)
 
     def _generate_rows(
         self,
@@ -1156,6 +1178,7 @@ class HFBackend(Backend):
             prompt_width=input_ids.shape[1],
             rows=input_ids.shape[0],
             eos_ids=shared.eos_ids,
+            requests=requests,
         )
         extra: dict[str, Any] = {} if past is None else {self._cache_keyword(): past}
         extra.update(_peft_rows(adapters))
@@ -1168,7 +1191,7 @@ class HFBackend(Backend):
                 input_ids=input_ids.to(shared.device),
                 attention_mask=attention_mask.to(shared.device),
                 generation_config=self._generation_config(first),
-                stopping_criteria=StoppingCriteriaList([criteria]) if criteria.stop else None,
+                stopping_criteria=StoppingCriteriaList([criteria]) if criteria.needed else None,
                 **extra,
             )
         if chosen is None:
@@ -1213,10 +1236,10 @@ class HFBackend(Backend):
         output, criteria, logprobs = self._generate_rows(requests, input_ids, attention_mask, past,
                                                          adapters)
         generated = output[:, width:].tolist()
-        completions = [
+        completions = _mark_cancelled([
             self._completion(row, new, criteria.stopped_at[i], request, logprobs and logprobs[i])
             for i, (row, new, request) in enumerate(zip(rows, generated, requests, strict=True))
-        ]
+        ], criteria)
         fed = past.get_seq_length() - width  # generated tokens that went through the model
         if fed < 0:
             raise RuntimeError("generate did not extend the cache it was given")
@@ -1383,6 +1406,15 @@ def _row_states(past: DynamicCache, row: int, slots: Sequence[int], start: int) 
             for layer in layers
         ]
     )
+
+
+def _mark_cancelled(completions: list[Completion], criteria: StopOnStrings) -> list[Completion]:
+    """The completions, those of rows stopped by a cancellation turned into errors."""
+    return [
+        dataclasses.replace(c, text="", stop_reason="error", error=CANCELLED, tokens=None)
+        if criteria.cancelled[i] else c
+        for i, c in enumerate(completions)
+    ]
 
 
 def _peft_rows(adapters: Sequence[str | None] | None) -> dict[str, Any]:

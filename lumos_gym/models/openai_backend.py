@@ -29,6 +29,7 @@ import email.utils
 import logging
 import os
 import random
+import re
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -63,6 +64,13 @@ MODES: tuple[str, ...] = ("completions", "chat", "auto")
 _COMPLETIONS = "completions"
 _CHAT = "chat/completions"
 _HEALTH_TIMEOUT_S = 10.0
+_CONNECT_TIMEOUT_S = 10.0
+
+TIMEOUT_BASE_S = 60.0
+"""The part of the default per-attempt timeout that does not depend on the budget."""
+TIMEOUT_PER_TOKEN_S = 1.0
+"""The default timeout grows by this many seconds per token of ``max_tokens``: a server on two
+loaded CPU cores was measured at about 3 tokens a second for one request, slower in a batch."""
 
 # Transport failures worth another attempt; other httpx errors (a bad URL scheme, a local
 # protocol misuse) are final.
@@ -79,22 +87,28 @@ class _RequestFailed(Exception):
     Attributes:
         transient: whether another attempt may succeed.
         retry_after: the delay the server asked for, in seconds, if it asked.
+        no_route: the server has no such endpoint (HTTP 404 or 405 not about the model).
     """
 
-    def __init__(self, message: str, *, transient: bool, retry_after: float | None = None):
+    def __init__(self, message: str, *, transient: bool, retry_after: float | None = None,
+                 no_route: bool = False):
         super().__init__(message)
         self.transient = transient
         self.retry_after = retry_after
+        self.no_route = no_route
 
 
 def _key_from_environment(variable: str | None) -> str:
-    """The bearer token in ``$variable`` (which must be set), else in ``$OPENAI_API_KEY``.
+    """The bearer token: ``$variable`` (which must be set), or the first of the usual ones.
+
+    Without ``variable``: ``$OPENAI_API_KEY``, else ``$LUMOS_GYM_API_KEY``, else ``"EMPTY"``.
 
     Raises:
         ValueError: ``variable`` is named and not set.
     """
-    if variable is None:
-        return os.environ.get("OPENAI_API_KEY") or "EMPTY"
+    if variable is None:  # lumos-gym serve's own variable next, so one setting serves both
+        return (os.environ.get("OPENAI_API_KEY") or os.environ.get("LUMOS_GYM_API_KEY")
+                or "EMPTY")
     if not os.environ.get(variable):
         raise ValueError(f"api_key_env names ${variable}, which is not set")
     return os.environ[variable]
@@ -114,15 +128,23 @@ class OpenAIBackend(Backend):
             line (``--model-args api_key_env=MY_KEY``), never the key itself: the command
             line is recorded with the results.
         mode: ``"auto"`` sends raw prompts to ``/v1/completions`` and chat messages to
-            ``/v1/chat/completions``; ``"chat"`` sends everything to the chat endpoint, a raw
-            prompt as one user message; ``"completions"`` sends only raw prompts.
+            ``/v1/chat/completions``, and once the server answers that it has no completions
+            endpoint (HTTP 404 or 405 that is not about the model: a chat-only API), says so
+            once and sends every prompt to the chat endpoint; ``"chat"`` sends everything to
+            the chat endpoint, a raw prompt as one user message (each Lumos prompt whole, as
+            the original sent them to GPT models); ``"completions"`` sends only raw prompts.
         max_concurrency: how many HTTP requests are in flight at once.
-        timeout: seconds allowed for each HTTP attempt.
+        timeout: seconds allowed for each HTTP attempt; by default
+            :data:`TIMEOUT_BASE_S` plus :data:`TIMEOUT_PER_TOKEN_S` per token of the request's
+            ``max_tokens``. A client that gives up closes its connection, and ``lumos-gym
+            serve`` then stops decoding the request.
         max_retries: extra attempts after a transient failure.
         backoff: the first retry delay in seconds; it doubles per attempt, with jitter.
         max_backoff: the longest delay between two attempts, ``Retry-After`` included.
         check: run :meth:`health_check` now, so that a wrong URL or model name fails here
             instead of turning every completion into an error.
+        wait: seconds to wait for a server that does not answer yet (one starting: a model
+            loading), asking again every half second; 0 (the default) fails at once.
 
     Raises:
         ValueError: an argument is out of range.
@@ -141,18 +163,21 @@ class OpenAIBackend(Backend):
         api_key_env: str | None = None,
         mode: Mode = "auto",
         max_concurrency: int = 8,
-        timeout: float = 60.0,
+        timeout: float | None = None,
         max_retries: int = 4,
         backoff: float = 0.5,
         max_backoff: float = 30.0,
         check: bool = True,
+        wait: float = 0.0,
     ) -> None:
         if mode not in MODES:
             raise ValueError(f"mode must be one of {', '.join(MODES)}; got {mode!r}")
         if max_concurrency < 1:
             raise ValueError(f"max_concurrency must be at least 1; got {max_concurrency}")
-        if timeout <= 0:
+        if timeout is not None and timeout <= 0:
             raise ValueError(f"timeout must be positive; got {timeout}")
+        if wait < 0:
+            raise ValueError(f"wait must be 0 or more; got {wait}")
         if max_retries < 0:
             raise ValueError(f"max_retries must be 0 or more; got {max_retries}")
         if backoff < 0 or max_backoff < 0:
@@ -168,18 +193,21 @@ class OpenAIBackend(Backend):
         key = api_key if api_key is not None else _key_from_environment(api_key_env)
         self._client = httpx.Client(
             headers={"Authorization": f"Bearer {key}"},
-            timeout=timeout,
+            timeout=httpx.Timeout(timeout or TIMEOUT_BASE_S, connect=_CONNECT_TIMEOUT_S),
             limits=httpx.Limits(
                 max_connections=max_concurrency, max_keepalive_connections=max_concurrency
             ),
         )
         self._rng = random.Random()  # jitter only; never seeds anything else
         self._ask_tokens = True  # False once the server refused the token-capture fields
+        self._chat_only = mode == "chat"  # True once an auto-mode server showed it has no
+        # completions endpoint
         self._executor: ThreadPoolExecutor | None = None
         self._lock = threading.Lock()
         self._closed = False
         if check:
             try:
+                self._wait_for_server(wait)
                 self.health_check()
             except BackendError:
                 self.close()
@@ -216,7 +244,10 @@ class OpenAIBackend(Backend):
                 "base_url": self.base_url,
                 "mode": self.mode,
                 "max_concurrency": self.max_concurrency,
-                "timeout": self.timeout,
+                "timeout": self.timeout if self.timeout is not None else (
+                    f"{TIMEOUT_BASE_S:g} s + {TIMEOUT_PER_TOKEN_S:g} s per max_tokens"),
+                **({"chat_only_detected": True} if self._chat_only and self.mode == "auto"
+                   else {}),
                 "max_retries": self.max_retries,
             },
         )
@@ -240,6 +271,16 @@ class OpenAIBackend(Backend):
 
     # -- health check --------------------------------------------------------------------------
 
+    def _wait_for_server(self, seconds: float) -> None:
+        """Return once the server answers ``GET /models`` at all, or ``seconds`` have passed."""
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            try:
+                self._client.get(f"{self.base_url}/models", timeout=_HEALTH_TIMEOUT_S)
+                return
+            except httpx.TransportError:
+                time.sleep(0.5)
+
     def health_check(self) -> list[str]:
         """Check once, without retrying, that the server answers and serves ``self.model``.
 
@@ -252,7 +293,8 @@ class OpenAIBackend(Backend):
         """
         url = f"{self.base_url}/models"
         try:
-            response = self._client.get(url, timeout=min(self.timeout, _HEALTH_TIMEOUT_S))
+            response = self._client.get(url, timeout=min(self.timeout or _HEALTH_TIMEOUT_S,
+                                                          _HEALTH_TIMEOUT_S))
         except httpx.TransportError as e:
             raise BackendError(
                 f"cannot reach the OpenAI-compatible server at {self.base_url} "
@@ -297,6 +339,9 @@ class OpenAIBackend(Backend):
             try:
                 body = self._post_with_retries(endpoint, payload)
             except _RequestFailed as e:
+                if endpoint == _COMPLETIONS and e.no_route and self.mode == "auto":
+                    self._switch_to_chat(e)
+                    return self._complete(request)
                 if e.transient or "return_token_ids" not in payload:
                     raise
                 # a server that refuses the token fields (OpenAI's own, older ones): ask
@@ -322,7 +367,7 @@ class OpenAIBackend(Backend):
         }
         if request.stop:
             payload["stop"] = list(request.stop)
-        chat = request.messages is not None or self.mode == "chat"
+        chat = request.messages is not None or self._chat_only
         if request.logprobs and self._ask_tokens:
             # the chosen tokens' log-probabilities, and vLLM's prompt and completion token ids
             payload.update({"logprobs": True, "top_logprobs": 0} if chat else {"logprobs": 0})
@@ -355,13 +400,32 @@ class OpenAIBackend(Backend):
                 time.sleep(delay)
         raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
 
+    def _switch_to_chat(self, failure: _RequestFailed) -> None:
+        """Send every prompt to the chat endpoint from now on; say so once."""
+        with self._lock:
+            if self._chat_only:
+                return
+            self._chat_only = True
+        logger.warning(
+            "%s: the server at %s offers no completions endpoint; sending every prompt as one "
+            "user message to /chat/completions from now on (mode='auto')", failure,
+            self.base_url)
+
+    def request_timeout(self, max_tokens: int) -> float:
+        """Seconds one HTTP attempt may take for a request of ``max_tokens``."""
+        if self.timeout is not None:
+            return self.timeout
+        return TIMEOUT_BASE_S + TIMEOUT_PER_TOKEN_S * max_tokens
+
     def _post_once(self, endpoint: str, payload: Mapping[str, Any]) -> Any:
         url = f"{self.base_url}/{endpoint}"
+        seconds = self.request_timeout(int(payload.get("max_tokens") or 0))
         try:
-            response = self._client.post(url, json=payload)
+            response = self._client.post(
+                url, json=payload, timeout=httpx.Timeout(seconds, connect=_CONNECT_TIMEOUT_S))
         except httpx.TimeoutException as e:
             raise _RequestFailed(
-                f"POST {url} timed out after {self.timeout}s ({type(e).__name__})", transient=True
+                f"POST {url} timed out after {seconds:g}s ({type(e).__name__})", transient=True
             ) from e
         except httpx.TransportError as e:
             raise _RequestFailed(
@@ -381,6 +445,7 @@ class OpenAIBackend(Backend):
             f"POST {url} answered HTTP {status}: {_error_message(response)}",
             transient=transient,
             retry_after=retry_after_seconds(response.headers) if transient else None,
+            no_route=_no_completions_route(response),
         )
 
     def _retry_delay(self, attempt: int, retry_after: float | None) -> float:
@@ -490,6 +555,33 @@ def _stop_reason(finish_reason: object) -> StopReason:
     # "length" is the only way a budget runs out; "stop", "eos", "content_filter", "tool_calls"
     # and a missing value all mean the model (or the server) ended the text.
     return "length" if finish_reason == "length" else "stop"
+
+
+_NO_ROUTE = re.compile(r"not found|not supported|chat model|no such|unknown (url|route|path)",
+                       re.IGNORECASE)
+
+
+def _no_completions_route(response: httpx.Response) -> bool:
+    """Whether an error answer says the server has no completions endpoint.
+
+    A 405, or a 404 whose message reads as a missing route (``Not Found``, OpenAI's "This is a
+    chat model and not supported in the v1/completions endpoint") and whose code is not
+    ``model_not_found`` (vLLM's and ``lumos-gym serve``'s answer for an unknown model).
+    """
+    if response.status_code == 405:
+        return True
+    if response.status_code != 404 or _error_code(response) == "model_not_found":
+        return False
+    return bool(_NO_ROUTE.search(_error_message(response)))
+
+
+def _error_code(response: httpx.Response) -> str | None:
+    """The ``code`` of an OpenAI-style error answer, if it has one."""
+    try:
+        error = response.json().get("error")
+    except (ValueError, AttributeError):
+        return None
+    return str(error.get("code")) if isinstance(error, dict) and error.get("code") else None
 
 
 def _error_message(response: httpx.Response) -> str:

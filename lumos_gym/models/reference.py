@@ -57,4 +57,14 @@ def reference_models(agent: str) -> dict[str, str]:
     return {role: str(folder) for role, folder in found.items()}
 
 
-__all__ = ["REFERENCE_AGENTS", "REFERENCE_ROOT", "ReferenceAgent", "reference_models"]
+def served_name(agent: str, role: str) -> str:
+    """The model name a server gives ``role``'s adapter of ``agent``: ``AGENT-ROLE``.
+
+    ``lumos-gym serve --agent lumos-i`` serves ``lumos-i-planner`` and ``lumos-i-grounder``,
+    and the ``openai`` backend asks for them when no model is named.
+    """
+    return f"{agent}-{role}"
+
+
+__all__ = ["REFERENCE_AGENTS", "REFERENCE_ROOT", "ReferenceAgent", "reference_models",
+           "served_name"]

@@ -1,15 +1,20 @@
-"""``lumos-gym serve``: one local model behind an OpenAI-compatible HTTP API.
+"""``lumos-gym serve``: a model and its adapters behind an OpenAI-compatible HTTP API.
 
-:func:`create_app` wraps any :class:`~lumos_gym.models.base.Backend` in a FastAPI app
-with the endpoints OpenAI clients use (``GET /v1/models``, ``POST /v1/completions``,
-``POST /v1/chat/completions``) plus ``GET /health``. :func:`serve` builds the ``hf`` backend and
-runs the app with uvicorn.
+:func:`create_app` wraps any :class:`~lumos_gym.models.base.Backend` (and named adapter views
+of it, as vLLM's ``--lora-modules``: one base model in memory, each adapter a model name) in a
+FastAPI app with the endpoints OpenAI clients use (``GET /v1/models``, ``POST /v1/completions``,
+``POST /v1/chat/completions``, the last two with ``stream: true`` as well) plus
+``GET /health``. :func:`serve` builds the ``hf`` backend and runs the app with uvicorn.
 
 Many clients share one model through a :class:`MicroBatcher`: the requests that arrive within a
-few milliseconds of each other (or while the model is busy) become one ``backend.generate`` call,
-run in a worker thread so that the event loop keeps answering. Errors are OpenAI-style JSON,
-``{"error": {"message", "type", "param", "code"}}``: 400 for a request the server cannot honour,
-404 for an unknown model or route, 500 when the backend fails.
+few milliseconds of each other (or while the model is busy) become one batch, run in a worker
+thread so that the event loop keeps answering. A client that goes away cancels its requests:
+dropped if still queued, stopped at the next decoding step if running.
+
+Errors are OpenAI-style JSON, ``{"error": {"message", "type", "param", "code"}}``: 400 for a
+request the server cannot honour (a field out of range, a prompt too long for the context),
+401 without the API key, 404 for an unknown model or route, 413 for a body over the size limit
+(refused before it is read), 500 when the backend fails.
 
 Token capture: ``logprobs: 0`` (completions) or ``logprobs: true`` (chat, with ``top_logprobs``
 0 or unset) returns each generated token's log-probability, and vLLM's extension
@@ -22,19 +27,21 @@ Alternatives (``top_logprobs`` above 0) are refused. Where the backend gives no 
 from __future__ import annotations
 
 import asyncio
+import difflib
+import json
 import logging
+import threading
 import time
 import uuid
-from collections import Counter
-from collections.abc import AsyncIterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from contextlib import asynccontextmanager, suppress
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import replace
 from typing import Annotated, Any, ClassVar, Literal
 
 try:
     from fastapi import FastAPI, Request
     from fastapi.exceptions import RequestValidationError
-    from fastapi.responses import JSONResponse
+    from fastapi.responses import JSONResponse, StreamingResponse
     from pydantic import BaseModel, ConfigDict, Field
     from starlette.exceptions import HTTPException as StarletteHTTPException
 except ImportError as e:  # pragma: no cover - depends on the installed extras
@@ -43,139 +50,28 @@ except ImportError as e:  # pragma: no cover - depends on the installed extras
         " pip install 'lumos-gym[serve]'"
     ) from e
 
+from lumos_gym.asgi import Guard, check_exposure
 from lumos_gym.errors import BackendError
 from lumos_gym.models.base import Backend, Completion, GenerationRequest
+from lumos_gym.models.batching import MicroBatcher
+from lumos_gym.models.reference import REFERENCE_AGENTS, reference_models, served_name
 from lumos_gym.models.sources import split_model_name
 
 logger = logging.getLogger(__name__)
 
-_QueueItem = tuple[GenerationRequest, "asyncio.Future[Completion]"]
-
-
-class MicroBatcher:
-    """Gathers the requests of concurrent HTTP calls into batched ``backend.generate`` calls.
-
-    A batch is sent when it holds ``max_batch_size`` requests or ``max_wait_s`` after its first
-    request arrived, whichever comes first. One batch runs at a time, in a worker thread (one
-    model, one device); the requests that arrive meanwhile form the next batch, which leaves at
-    once if the queue already holds enough of them. A request whose HTTP caller went away
-    before its batch left is dropped.
-
-    Args:
-        backend: the model; only this batcher's worker thread calls its ``generate``.
-        max_batch_size: the most requests in one ``generate`` call.
-        max_wait_s: how long the first request of a batch waits for company.
-
-    Attributes:
-        batch_sizes: how many batches of each size were sent (size → count).
-    """
-
-    def __init__(
-        self, backend: Backend, *, max_batch_size: int = 8, max_wait_s: float = 0.01
-    ) -> None:
-        if max_batch_size < 1:
-            raise ValueError(f"max_batch_size must be at least 1; got {max_batch_size}")
-        if max_wait_s < 0:
-            raise ValueError(f"max_wait_s must be 0 or more; got {max_wait_s}")
-        self.backend = backend
-        self.max_batch_size = max_batch_size
-        self.max_wait_s = max_wait_s
-        self.batch_sizes: Counter[int] = Counter()
-        self._queue: asyncio.Queue[_QueueItem] | None = None
-        self._worker: asyncio.Task[None] | None = None
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lumos-serve")
-        self._closed = False
-
-    async def submit(self, requests: Sequence[GenerationRequest]) -> list[Completion]:
-        """Queue ``requests`` and wait for their completions, in order.
-
-        Raises:
-            BackendError: the backend raised (the same error for every request of that batch),
-                or the batcher is closed.
-        """
-        queue = self._start()
-        loop = asyncio.get_running_loop()
-        futures: list[asyncio.Future[Completion]] = [loop.create_future() for _ in requests]
-        for request, future in zip(requests, futures, strict=True):
-            queue.put_nowait((request, future))
-        # return_exceptions: a failed batch fails every future; read them all, raise the first.
-        results = await asyncio.gather(*futures, return_exceptions=True)
-        for result in results:
-            if isinstance(result, BaseException):
-                raise result
-        return list(results)  # type: ignore[arg-type]
-
-    async def aclose(self) -> None:
-        """Stop the worker, fail the requests still queued, and join the worker thread."""
-        self._closed = True
-        if self._worker is not None:
-            self._worker.cancel()
-            with suppress(asyncio.CancelledError):
-                await self._worker
-        while self._queue is not None and not self._queue.empty():
-            _, future = self._queue.get_nowait()
-            if not future.done():
-                future.set_exception(BackendError("the server is shutting down"))
-        self._executor.shutdown(wait=True, cancel_futures=True)
-
-    def _start(self) -> asyncio.Queue[_QueueItem]:
-        if self._closed:
-            raise BackendError("the server is shutting down")
-        if self._queue is None:
-            self._queue = asyncio.Queue()
-            self._worker = asyncio.get_running_loop().create_task(self._run())
-        return self._queue
-
-    async def _run(self) -> None:
-        loop = asyncio.get_running_loop()
-        while True:
-            batch = await self._next_batch()
-            if not batch:
-                continue
-            self.batch_sizes[len(batch)] += 1
-            requests = [request for request, _ in batch]
-            try:
-                completions = await loop.run_in_executor(
-                    self._executor, self.backend.generate, requests
-                )
-                if len(completions) != len(batch):
-                    raise BackendError(
-                        f"generate returned {len(completions)} completions for {len(batch)}"
-                        " requests"
-                    )
-            except Exception as e:  # any failure is forwarded to every waiting caller, as a 500
-                logger.exception("backend.generate failed on a batch of %d", len(batch))
-                error = (
-                    e if isinstance(e, BackendError) else BackendError(f"{type(e).__name__}: {e}")
-                )
-                for _, future in batch:
-                    if not future.done():
-                        future.set_exception(error)
-                continue
-            for (_, future), completion in zip(batch, completions, strict=True):
-                if not future.done():
-                    future.set_result(completion)
-
-    async def _next_batch(self) -> list[_QueueItem]:
-        assert self._queue is not None
-        loop = asyncio.get_running_loop()
-        batch = [await self._queue.get()]
-        deadline = loop.time() + self.max_wait_s
-        while len(batch) < self.max_batch_size:
-            if not self._queue.empty():
-                batch.append(self._queue.get_nowait())
-                continue
-            remaining = deadline - loop.time()
-            if remaining <= 0:
-                break
-            try:
-                batch.append(await asyncio.wait_for(self._queue.get(), remaining))
-            except TimeoutError:
-                break
-        return [(request, future) for request, future in batch if not future.done()]
-
-
 # -- request bodies ----------------------------------------------------------------------------
+
+
+MAX_SEED = 2**63 - 1
+"""The largest ``seed`` a request may give (a signed 64-bit integer, as torch takes)."""
+MAX_TOKENS = 2**31 - 1
+"""The largest ``max_tokens`` a request may give (the context length bounds it further)."""
+
+
+class _StreamOptions(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    include_usage: bool | None = False
 
 
 class _Body(BaseModel):
@@ -186,15 +82,15 @@ class _Body(BaseModel):
     # Fields the server understands only at their default value: name → allowed values.
     unsupported: ClassVar[dict[str, tuple[object, ...]]] = {
         "n": (1, None),
-        "stream": (False, None),
     }
 
     model: str
     temperature: float = Field(1.0, ge=0.0, le=2.0)
     stop: str | list[str] | None = None
-    seed: int | None = None
+    seed: int | None = Field(None, ge=0, le=MAX_SEED)
     n: int | None = 1
     stream: bool | None = False
+    stream_options: _StreamOptions | None = None
 
     def stop_strings(self) -> tuple[str, ...]:
         """The stop strings as a tuple, empty strings left out."""
@@ -229,7 +125,7 @@ class CompletionBody(_Body):
     }
 
     prompt: str | Annotated[list[str], Field(min_length=1)]
-    max_tokens: int | None = Field(16, ge=1)
+    max_tokens: int | None = Field(16, ge=1, le=MAX_TOKENS)
     echo: bool | None = False
     best_of: int | None = None
     logprobs: int | None = None  # 0: each chosen token's log-probability (no alternatives)
@@ -268,8 +164,8 @@ class ChatBody(_Body):
     }
 
     messages: list[_Message] = Field(min_length=1)
-    max_tokens: int | None = Field(None, ge=1)
-    max_completion_tokens: int | None = Field(None, ge=1)
+    max_tokens: int | None = Field(None, ge=1, le=MAX_TOKENS)
+    max_completion_tokens: int | None = Field(None, ge=1, le=MAX_TOKENS)
     logprobs: bool | None = False
     top_logprobs: int | None = None
     tools: list[Any] | None = None
@@ -349,28 +245,58 @@ def _install_error_handlers(app: FastAPI) -> None:
 
 # -- the app -----------------------------------------------------------------------------------
 
+DEFAULT_MAX_BODY_MB = 8.0
+"""The largest request body ``serve`` reads, in MiB, unless ``--max-body-mb`` says otherwise."""
+CHARS_PER_TOKEN_BOUND = 16
+"""A prompt longer than this many characters per context token cannot fit, whatever it holds:
+it is refused before it is tokenized."""
+
 
 def create_app(
     backend: Backend,
     *,
     model_name: str,
+    adapters: Mapping[str, Backend] | None = None,
+    adapter_paths: Mapping[str, str] | None = None,
+    completions: bool = True,
+    api_key: str | None = None,
+    max_body_bytes: int = int(DEFAULT_MAX_BODY_MB * 2**20),
+    max_prompt_chars: int | None = None,
     max_batch_size: int = 8,
     max_wait_s: float = 0.01,
 ) -> FastAPI:
-    """Serve ``backend`` under ``model_name`` with an OpenAI-compatible API.
+    """Serve ``backend`` (and its adapter views) with an OpenAI-compatible API.
 
     The app does not close ``backend``; whoever built it does. ``app.state.batcher`` is the
     :class:`MicroBatcher` (its ``batch_sizes`` show how well requests were batched).
 
     Args:
         backend: the model.
-        model_name: the name clients put in ``model``; any other name is a 404.
-        max_batch_size: the most requests in one ``backend.generate`` call.
+        model_name: the name clients put in ``model`` for ``backend`` itself.
+        adapters: more served names, each answered by a view of ``backend`` (vLLM's
+            ``--lora-modules``: one base model in memory, each adapter a model name).
+        adapter_paths: the folder of each adapter, listed as its ``root`` by ``/v1/models``.
+        completions: offer ``POST /v1/completions``; False serves chat only, as many hosted
+            APIs do (the route is then a 404).
+        api_key: the bearer token every request but ``GET /health`` must carry; ``None``: none.
+        max_body_bytes: a larger request body is refused (413) before it is read.
+        max_prompt_chars: a longer prompt (all messages together for chat) is refused (400)
+            before it is tokenized; by default :data:`CHARS_PER_TOKEN_BOUND` times the
+            backend's ``max_context`` when its info gives one.
+        max_batch_size: the most requests in one backend call.
         max_wait_s: how long a request waits for others to batch with.
 
     Returns:
         The FastAPI app, ready for uvicorn.
     """
+    served: dict[str, Backend] = {model_name: backend}
+    for name, view in (adapters or {}).items():
+        if name in served:
+            raise ValueError(f"the served name {name!r} is given twice")
+        served[name] = view
+    if max_prompt_chars is None:
+        context = backend.info().details.get("max_context")
+        max_prompt_chars = CHARS_PER_TOKEN_BOUND * int(context) if context else None
     batcher = MicroBatcher(backend, max_batch_size=max_batch_size, max_wait_s=max_wait_s)
     created = int(time.time())
 
@@ -384,57 +310,85 @@ def create_app(
     app = FastAPI(title="lumos-gym", lifespan=lifespan)
     app.state.batcher = batcher
     app.state.model_name = model_name
+    app.state.served = served
     _install_error_handlers(app)
-    _add_info_routes(app, model_name, created)
-    _add_generation_routes(app, batcher, model_name)
+    _add_info_routes(app, model_name, list(served), dict(adapter_paths or {}), created)
+    _add_generation_routes(app, batcher, served, completions=completions,
+                           max_prompt_chars=max_prompt_chars)
+    app.add_middleware(Guard, api_key=api_key, max_body_bytes=max_body_bytes)
     return app
 
 
-def _check_model(name: str, model_name: str) -> None:
-    """Refuse (404) a request for a model other than the served one."""
-    if name != model_name:
+def _pick(name: str, served: Mapping[str, Backend]) -> Backend:
+    """The backend serving ``name``; an unknown name is a 404."""
+    if name not in served:
+        close = difflib.get_close_matches(name, list(served), n=1)
+        hint = f" Did you mean {close[0]!r}?" if close else ""
         raise APIError(
             404,
-            f"The model {name!r} does not exist; this server serves {model_name!r}.",
+            f"The model {name!r} does not exist.{hint} This server serves: "
+            + ", ".join(map(repr, served)) + ".",
             param="model",
             code="model_not_found",
         )
+    return served[name]
 
 
-def _add_info_routes(app: FastAPI, model_name: str, created: int) -> None:
-    """``GET /health`` and ``GET /v1/models``."""
+def _add_info_routes(
+    app: FastAPI, model_name: str, names: Sequence[str], roots: Mapping[str, str], created: int
+) -> None:
+    """``GET /health`` and ``GET /v1/models`` (adapters list their base as ``parent``)."""
 
     @app.get("/health")
-    async def health() -> dict[str, str]:
-        return {"status": "ok", "model": model_name}
+    async def health() -> dict[str, Any]:
+        return {"status": "ok", "model": model_name, "models": list(names)}
 
     @app.get("/v1/models")
     async def models() -> dict[str, Any]:
-        model = {"id": model_name, "object": "model", "created": created, "owned_by": "lumos-gym"}
-        return {"object": "list", "data": [model]}
+        data = []
+        for name in names:
+            entry: dict[str, Any] = {"id": name, "object": "model", "created": created,
+                                     "owned_by": "lumos-gym", "root": roots.get(name, name),
+                                     "parent": None if name == model_name else model_name}
+            data.append(entry)
+        return {"object": "list", "data": data}
 
 
-def _add_generation_routes(app: FastAPI, batcher: MicroBatcher, model_name: str) -> None:
-    """``POST /v1/completions`` and ``POST /v1/chat/completions``, both through ``batcher``."""
+def _add_generation_routes(
+    app: FastAPI,
+    batcher: MicroBatcher,
+    served: Mapping[str, Backend],
+    *,
+    completions: bool,
+    max_prompt_chars: int | None,
+) -> None:
+    """``POST /v1/completions`` (unless ``completions`` is False) and ``/v1/chat/completions``."""
 
-    @app.post("/v1/completions")
-    async def completions(body: CompletionBody) -> dict[str, Any]:
-        _check_model(body.model, model_name)
+    async def completions_route(body: CompletionBody, request: Request) -> Any:
+        view = _pick(body.model, served)
         body.check_supported()
-        results = await _generate(batcher, _completion_requests(body))
+        prompts = [body.prompt] if isinstance(body.prompt, str) else body.prompt
+        _check_prompt_size(sum(len(p) for p in prompts), max_prompt_chars)
+        results = await _generate(request, batcher, view, _completion_requests(body))
         choices = [
             {"index": i, "text": c.text, "finish_reason": c.stop_reason,
              "logprobs": _completion_logprobs(c) if body.logprobs is not None else None,
              **(_token_ids(c) if body.return_token_ids else {})}
             for i, c in enumerate(results)
         ]
-        return _answer("cmpl", "text_completion", model_name, choices, results)
+        answer = _answer("cmpl", "text_completion", body.model, choices, results)
+        return _stream(answer, body) if body.stream else answer
+
+    if completions:
+        app.post("/v1/completions")(completions_route)
 
     @app.post("/v1/chat/completions")
-    async def chat_completions(body: ChatBody) -> dict[str, Any]:
-        _check_model(body.model, model_name)
+    async def chat_completions(body: ChatBody, request: Request) -> Any:
+        view = _pick(body.model, served)
         body.check_supported()
-        results = await _generate(batcher, [_chat_request(body)])
+        size = sum(len(m.as_dict()["content"]) for m in body.messages)
+        _check_prompt_size(size, max_prompt_chars)
+        results = await _generate(request, batcher, view, [_chat_request(body)])
         choices = [
             {
                 "index": 0,
@@ -444,7 +398,47 @@ def _add_generation_routes(app: FastAPI, batcher: MicroBatcher, model_name: str)
                 **(_token_ids(results[0]) if body.return_token_ids else {}),
             }
         ]
-        return _answer("chatcmpl", "chat.completion", model_name, choices, results)
+        answer = _answer("chatcmpl", "chat.completion", body.model, choices, results)
+        return _stream(answer, body) if body.stream else answer
+
+
+def _check_prompt_size(chars: int, limit: int | None) -> None:
+    """Refuse (400) a prompt too long to fit, before the worker thread tokenizes it."""
+    if limit is not None and chars > limit:
+        raise APIError(400, f"the prompt holds {chars:,} characters, more than this server's "
+                            f"context could take ({limit:,}); send a shorter prompt",
+                       param="prompt", code="context_length_exceeded")
+
+
+def _stream(answer: dict[str, Any], body: _Body) -> StreamingResponse:
+    """``answer`` as server-sent events, as OpenAI's ``stream: true`` sends them.
+
+    The text of each choice arrives in one chunk, once decoding has ended (the backends here
+    complete whole batches), then a chunk with its ``finish_reason``; ``stream_options`` with
+    ``include_usage`` adds a last chunk with the usage and no choices; ``data: [DONE]`` ends it.
+    """
+    chat = answer["object"] == "chat.completion"
+    kind = "chat.completion.chunk" if chat else "text_completion"
+    head = {"id": answer["id"], "object": kind, "created": answer["created"],
+            "model": answer["model"]}
+    events: list[dict[str, Any]] = []
+    for choice in answer["choices"]:
+        if chat:
+            delta = {"role": "assistant", "content": choice["message"]["content"]}
+            first = {"index": choice["index"], "delta": delta, "logprobs": choice["logprobs"],
+                     "finish_reason": None}
+            last = {"index": choice["index"], "delta": {}, "logprobs": None,
+                    "finish_reason": choice["finish_reason"]}
+        else:
+            first = {"index": choice["index"], "text": choice["text"],
+                     "logprobs": choice["logprobs"], "finish_reason": None}
+            last = {"index": choice["index"], "text": "", "logprobs": None,
+                    "finish_reason": choice["finish_reason"]}
+        events += [{**head, "choices": [first]}, {**head, "choices": [last]}]
+    if body.stream_options is not None and body.stream_options.include_usage:
+        events.append({**head, "choices": [], "usage": answer["usage"]})
+    lines = [f"data: {json.dumps(event)}\n\n" for event in events] + ["data: [DONE]\n\n"]
+    return StreamingResponse(iter(lines), media_type="text/event-stream")
 
 
 def _token_name(token_id: int) -> str:
@@ -508,15 +502,51 @@ def _chat_request(body: ChatBody) -> GenerationRequest:
     )
 
 
-async def _generate(batcher: MicroBatcher, requests: list[GenerationRequest]) -> list[Completion]:
+async def _generate(
+    request: Request, batcher: MicroBatcher, view: Backend, requests: list[GenerationRequest]
+) -> list[Completion]:
+    """Complete ``requests`` on ``view``; stop their work if the HTTP client goes away.
+
+    While the batcher works, the client's connection is watched: a disconnect cancels the
+    requests (dropped if still queued, stopped at the next decoding step if running), and the
+    call ends with a 499 that no one reads.
+    """
+    gone = threading.Event()
+    watched = [replace(r, cancelled=gone.is_set) for r in requests]
+    job = asyncio.ensure_future(batcher.submit(watched, view))
+    watch = asyncio.ensure_future(_disconnect(request))
     try:
-        results = await batcher.submit(requests)
+        await asyncio.wait({job, watch}, return_when=asyncio.FIRST_COMPLETED)
+    except asyncio.CancelledError:  # the server is shutting down, or the handler was cancelled
+        gone.set()
+        job.cancel()
+        watch.cancel()
+        raise
+    if not job.done():
+        gone.set()
+        job.cancel()
+        logger.info("the client went away; its %d request(s) were cancelled", len(requests))
+        raise APIError(499, "the client closed the request", code="client_closed_request")
+    watch.cancel()
+    try:
+        results = job.result()
     except BackendError as e:
         raise APIError(500, f"the backend failed: {e}") from e
     for result in results:
         if result.stop_reason == "error":
-            raise APIError(500, f"the backend failed: {result.error}")
+            # the request's own problem (too long, no chat template) is the client's: a 400;
+            # the engine's (a request it did not finish) is the server's: a 500
+            status = 500 if result.infra else 400
+            raise APIError(status, f"the request could not be completed: {result.error}")
     return results
+
+
+async def _disconnect(request: Request) -> None:
+    """Return once the client has disconnected (the body has been read already)."""
+    while True:
+        message = await request.receive()
+        if message.get("type") == "http.disconnect":
+            return
 
 
 def _answer(
@@ -542,10 +572,76 @@ def _answer(
     }
 
 
-def serve(
-    model: str,
+def served_adapters(
+    model: str | None,
     *,
     adapter: str | None = None,
+    lora_modules: Mapping[str, str] | None = None,
+    agent: str | None = None,
+) -> tuple[str, str | None, dict[str, str]]:
+    """The base model to load, the adapter of the model's own name, and the named adapters.
+
+    Returns:
+        ``(base, own, modules)``: ``own`` is the adapter the model's own served name answers
+        with (``adapter``, or ``model`` when it is a LoRA folder; ``None``: the plain base),
+        ``modules`` the other adapters, served name → folder.
+
+    ``agent`` serves that agent's shipped reference adapters, each under the name
+    ``AGENT-ROLE`` (``lumos-i-planner``, ``lumos-i-grounder``), the names the ``openai``
+    backend asks for when no model is named. ``lora_modules`` adds adapters by name, as vLLM's
+    ``--lora-modules``. ``model`` may be a LoRA output folder (its base is loaded and the model's
+    name answers with the folder); left out, it is the base the adapters name.
+
+    Raises:
+        BackendError: an agent without shipped adapters, ``adapter`` together with a LoRA
+            folder as ``model``, or no base model to be found.
+    """
+    modules: dict[str, str] = {}
+    base: str | None = None
+    own = adapter
+    if agent is not None:
+        found = reference_models(agent)
+        if not found:
+            shipped = ", ".join(sorted(REFERENCE_AGENTS)) or "none"
+            raise BackendError(f"no adapters are shipped for the agent {agent!r} (shipped: "
+                               f"{shipped}); serve your own with --lora-modules NAME=FOLDER")
+        base = REFERENCE_AGENTS[agent].base_model
+        modules.update({served_name(agent, role): path for role, path in found.items()})
+    for name, path in (lora_modules or {}).items():
+        if name in modules:
+            raise BackendError(f"the served name {name!r} is given twice")
+        modules[name] = path
+    if model is not None:
+        named_base, folder = split_model_name(model)
+        if folder is not None:
+            if adapter is not None:
+                raise BackendError(
+                    f"{model!r} is an adapter folder; pass its base as --model instead")
+            own = folder
+            model = named_base
+        base = model
+    if base is None:
+        for path in modules.values():
+            recorded, folder = split_model_name(path)
+            if folder is not None:
+                base = recorded
+                break
+    if base is None:
+        base = "smollm2-135m"
+    for name, path in [*modules.items(), *([("(own)", own)] if own else [])]:
+        recorded, folder = split_model_name(path)
+        if folder is not None and recorded != base:
+            logger.warning("the adapter %r (%s) was trained on %r, not on the served base %r",
+                           name, path, recorded, base)
+    return base, own, modules
+
+
+def serve(
+    model: str | None = None,
+    *,
+    adapter: str | None = None,
+    lora_modules: Mapping[str, str] | None = None,
+    agent: str | None = None,
     host: str = "127.0.0.1",
     port: int = 8000,
     served_model_name: str | None = None,
@@ -554,54 +650,78 @@ def serve(
     batch_size: int = 8,
     max_context: int | None = None,
     max_wait_ms: float = 10.0,
+    mixed_batches: bool = False,
+    chat_only: bool = False,
+    api_key: str | None = None,
+    insecure: bool = False,
+    max_body_mb: float = DEFAULT_MAX_BODY_MB,
     log_level: str = "info",
 ) -> None:
-    """Load ``model`` with the ``hf`` backend and serve it until interrupted.
+    """Load a model (and its adapters) with the ``hf`` backend and serve it until interrupted.
 
     Args:
-        model: a Hugging Face model id, a local folder, or a LoRA folder from
-            ``lumos-gym train`` (its base model is loaded with it).
-        adapter: a peft adapter to apply on top of ``model``.
-        host: the interface to listen on; the default accepts local clients only.
+        model: a Hugging Face model id, a local folder, an alias, or a LoRA folder from
+            ``lumos-gym train``; by default the base the adapters name (else SmolLM2-135M).
+        adapter: a peft adapter applied to ``model`` under its own name.
+        lora_modules: more adapters, served name → folder, all on one copy of the base.
+        agent: serve this agent's shipped adapters as ``AGENT-ROLE`` (:func:`served_name`).
+        host: the interface to listen on; the default accepts local clients only. Another
+            needs ``api_key`` or ``insecure``.
         port: the TCP port.
-        served_model_name: the name clients use in ``model``; defaults to ``model``.
+        served_model_name: the name of the base model (or of ``model``'s adapter) for clients.
         device: the torch device (``"cpu"``, ``"cuda"``, ...); the backend chooses by default.
         dtype: the torch dtype name; the backend chooses by default.
         batch_size: the most requests the model completes at once.
         max_context: the longest prompt plus completion, in tokens.
         max_wait_ms: how long a request waits for others to batch with.
+        mixed_batches: batch the requests of different adapters together (peft's mixed-adapter
+            rows, as vLLM does); off, each batch call holds one adapter's requests.
+        chat_only: offer no ``/v1/completions`` (as chat-only hosted APIs).
+        api_key: the bearer token clients must send.
+        insecure: serve a non-loopback ``host`` without a key.
+        max_body_mb: the largest request body, in MiB.
         log_level: uvicorn's log level.
+
+    Raises:
+        BackendError: the port is busy, the address is exposed without a key, or the model
+            or an adapter cannot be loaded.
     """
+    import socket
+
     import uvicorn
 
     from lumos_gym.models.hf import HFBackend  # heavy: torch and transformers
 
-    base, folder = split_model_name(model)
-    if folder is not None and adapter is not None:
-        raise BackendError(f"{model!r} is an adapter folder; pass its base as --model instead")
-    import socket
-
-    with socket.socket() as probe:  # before the model loads: a busy port fails at once
+    check_exposure(host, api_key, insecure, "lumos-gym serve")
+    base, own, modules = served_adapters(model, adapter=adapter, lora_modules=lora_modules,
+                                         agent=agent)
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family) as probe:  # before the model loads: a busy port fails at once
         try:
             probe.bind((host, port))
         except OSError as e:
             message = f"cannot serve on {host}:{port} ({e}); pass another --port"
             raise BackendError(message) from None
-    backend = HFBackend(
-        base,
-        adapter=adapter or folder,
-        device=device,
-        dtype=dtype,
-        batch_size=batch_size,
-        max_context=max_context,
-    )
+    base_name = served_model_name or (model if model is not None else base)
+    if base_name in modules:
+        raise BackendError(f"{base_name!r} names the base model and an adapter; rename one")
+    backend = HFBackend(base, adapter=own, adapters=modules or None, device=device, dtype=dtype,
+                        batch_size=batch_size, max_context=max_context,
+                        mixed_batches=mixed_batches)
     try:
         app = create_app(
             backend,
-            model_name=served_model_name or model,
+            model_name=base_name,
+            adapters={name: backend.with_adapter(name) for name in modules},
+            adapter_paths={name: str(path) for name, path in modules.items()},
+            completions=not chat_only,
+            api_key=api_key,
+            max_body_bytes=int(max_body_mb * 2**20),
             max_batch_size=batch_size,
             max_wait_s=max_wait_ms / 1000,
         )
+        names = ", ".join([base_name, *modules])
+        logger.warning("serving %s on http://%s:%d/v1", names, host, port)
         uvicorn.run(app, host=host, port=port, log_level=log_level)
     finally:
         backend.close()

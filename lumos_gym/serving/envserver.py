@@ -22,6 +22,11 @@ Observations are :func:`lumos_gym.envs.remote.encode_step`'s: ``{"text", "image"
 :class:`~lumos_gym.serving.sessions.SessionPool`'s; error codes are OpenEnv's (HTTP statuses:
 ``CAPACITY_REACHED`` 503, ``SESSION_ERROR`` 404, ``VALIDATION_ERROR`` 422, ``EXECUTION_ERROR``
 and ``FACTORY_ERROR`` 500). Shutting down (Ctrl-C, SIGTERM) closes every session's env.
+
+Every request passes :class:`~lumos_gym.asgi.Guard` first: with an API key, each route but
+``GET /health`` (the WebSocket handshake included) needs ``Authorization: Bearer KEY`` or
+``X-API-Key: KEY``, and a body over the size limit is refused with 413 before it is read.
+:func:`serve_env` refuses a non-loopback host without a key (unless ``insecure``).
 """
 
 from __future__ import annotations
@@ -42,12 +47,17 @@ except ImportError as e:  # pragma: no cover - depends on the installed extras
 import gymnasium as gym
 
 from lumos_gym import __version__
-from lumos_gym.asgi import ThreadedServer, bind_socket
+from lumos_gym.asgi import Guard, ThreadedServer, bind_socket, check_exposure
 from lumos_gym.envs.registration import make_env
 from lumos_gym.envs.remote import encode_step, jsonable
+from lumos_gym.errors import LumosGymError
 from lumos_gym.serving.sessions import Session, SessionError, SessionPool
 
-__all__ = ["EnvService", "create_app", "describe_env", "serve_env", "start_env_server"]
+__all__ = ["MAX_BODY_BYTES", "EnvService", "create_app", "describe_env", "serve_env",
+           "start_env_server"]
+
+#: The largest request body (and WebSocket message) by default: 16 MiB.
+MAX_BODY_BYTES = 16 * 2**20
 
 SESSION_HEADER = "X-Session-Id"
 _RESET_KEYS = frozenset({"seed", "options", "episode_id"})
@@ -205,7 +215,7 @@ def _json(data: Any, status: int = 200, session: Session | None = None) -> Respo
 def create_app(
     env_id: str, kwargs: Mapping[str, Any] | None = None, *, max_sessions: int = 64,
     idle_timeout_s: float | None = 600.0, call_timeout_s: float | None = 300.0,
-    announce: bool = False,
+    api_key: str | None = None, max_body_bytes: int = MAX_BODY_BYTES, announce: bool = False,
 ) -> FastAPI:
     """Return the FastAPI app serving ``env_id`` made with ``kwargs``, ready for uvicorn.
 
@@ -213,7 +223,22 @@ def create_app(
     client); each session then makes its own. The app needs uvicorn's lifespan (``"on"``): it
     starts the idle reaper and, at shutdown, closes every session (``announce``: and prints
     how many).
+
+    Args:
+        env_id: a registered env id.
+        kwargs: its constructor arguments.
+        max_sessions: sessions open at once; one more is refused (``CAPACITY_REACHED``).
+        idle_timeout_s: a session idle this long is closed; None: never.
+        call_timeout_s: a reset or step running longer is answered with an error; None: none.
+        api_key: the key every request but ``GET /health`` must carry; None: none.
+        max_body_bytes: a larger request body is refused (413) before it is read.
+        announce: print how many sessions shutting down closed.
+
+    Raises:
+        LumosGymError: the env cannot be made with ``kwargs``, or ``max_body_bytes`` is below 1.
     """
+    if max_body_bytes < 1:  # checked now: the middleware itself is made at the first request
+        raise LumosGymError(f"max_body_bytes must be at least 1; got {max_body_bytes}")
     kwargs = dict(kwargs or {})
     probe = make_env(env_id, **kwargs)
     try:
@@ -247,6 +272,7 @@ def create_app(
 
     _add_info_routes(app, description, pool)
     _add_http_session_routes(app, service)
+    app.add_middleware(Guard, api_key=api_key, max_body_bytes=max_body_bytes)
 
     @app.websocket("/ws")
     async def websocket(ws: WebSocket) -> None:
@@ -379,17 +405,26 @@ def _add_http_session_routes(app: FastAPI, service: EnvService) -> None:
 
 # --------------------------------------------------------------------------------- running
 def start_env_server(env_id: str, kwargs: Mapping[str, Any] | None = None, *,
-                     host: str = "127.0.0.1", port: int = 0, **options: Any) -> ThreadedServer:
+                     host: str = "127.0.0.1", port: int = 0, insecure: bool = False,
+                     **options: Any) -> ThreadedServer:
     """Serve ``env_id`` in a background thread of this process (tests, benchmarks, notebooks).
 
-    ``options`` are :func:`create_app`'s. Returns the started server: ``base_url``, ``stop()``.
+    ``options`` are :func:`create_app`'s (``api_key``, ``max_body_bytes``...); a non-loopback
+    ``host`` needs ``api_key`` or ``insecure``, as in :func:`serve_env`. Returns the started
+    server: ``base_url``, ``stop()``.
+
+    Raises:
+        LumosGymError: the host is exposed without a key, or the env cannot be made.
     """
+    check_exposure(host, options.get("api_key"), insecure, "the env server")
     app = create_app(env_id, kwargs, **options)
     return ThreadedServer(app, host, port, name="env server", lifespan="on").start()
 
 
 def serve_env(env_id: str, kwargs: Mapping[str, Any] | None = None, *, host: str = "127.0.0.1",
-              port: int = 8000, log_level: str = "warning", **options: Any) -> None:
+              port: int = 8000, log_level: str = "warning", api_key: str | None = None,
+              insecure: bool = False, max_body_bytes: int = MAX_BODY_BYTES,
+              **options: Any) -> None:
     """Serve ``env_id`` on ``host:port`` until interrupted (Ctrl-C or SIGTERM close it cleanly).
 
     After a signal's clean shutdown uvicorn raises the signal again, so the process ends with
@@ -398,21 +433,35 @@ def serve_env(env_id: str, kwargs: Mapping[str, Any] | None = None, *, host: str
     Args:
         env_id: a registered env id.
         kwargs: its constructor arguments.
-        host: the interface; the default accepts local clients only.
+        host: the interface; the default accepts local clients only, and another needs
+            ``api_key`` or ``insecure``.
         port: the TCP port (0: a free one, printed).
         log_level: uvicorn's log level.
+        api_key: the key every request but ``GET /health`` must carry; None: none.
+        insecure: serve a non-loopback ``host`` without a key all the same (a warning is
+            logged).
+        max_body_bytes: the largest request body and WebSocket message; a larger body is
+            refused (413) before it is read, a larger message closes its connection.
         **options: :func:`create_app`'s ``max_sessions``, ``idle_timeout_s``, ``call_timeout_s``.
+
+    Raises:
+        LumosGymError: the host is exposed without a key, the port is taken, or the env
+            cannot be made.
     """
     import uvicorn  # optional extra: envserver
 
+    check_exposure(host, api_key, insecure, "lumos-gym serve-env")
     sock = bind_socket(host, port)  # before the env is made: a busy port fails at once
     try:
-        app = create_app(env_id, kwargs, announce=True, **options)
+        app = create_app(env_id, kwargs, announce=True, api_key=api_key,
+                         max_body_bytes=max_body_bytes, **options)
         shown = f"[{host}]" if ":" in host else host
+        keyed = "; every client must send the API key" if api_key else ""
         print(f"serving {env_id} on http://{shown}:{sock.getsockname()[1]} (OpenEnv: HTTP "
-              "/reset /step /state /schema, WebSocket /ws); Ctrl-C stops it", flush=True)
+              f"/reset /step /state /schema, WebSocket /ws{keyed}); Ctrl-C stops it",
+              flush=True)
         config = uvicorn.Config(app, log_level=log_level, lifespan="on",
-                                timeout_graceful_shutdown=5)
+                                timeout_graceful_shutdown=5, ws_max_size=max_body_bytes)
         uvicorn.Server(config).run(sockets=[sock])
     finally:
         sock.close()

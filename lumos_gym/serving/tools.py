@@ -18,7 +18,10 @@ gets what a lumos-gym agent gets:
 * ``VQA`` asks about the picture given as ``image`` (PNG or JPEG bytes, base64).
 
 Served over stdio (the default: an MCP client starts ``lumos-gym serve-tools`` itself) or
-streamable HTTP (``--transport http``, on loopback unless another host is named).
+streamable HTTP (``--transport http``, on loopback unless another host is named). Over HTTP
+every request passes :class:`~lumos_gym.asgi.Guard` first: with an API key, each needs
+``Authorization: Bearer KEY`` or ``X-API-Key: KEY``, and a body over the size limit is refused
+with 413 before it is read; a non-loopback host needs a key (or ``insecure``).
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ import anyio
 
 from lumos_gym import __version__
 from lumos_gym.actions import Action
-from lumos_gym.asgi import bind_socket
+from lumos_gym.asgi import Guard, bind_socket, check_exposure
 from lumos_gym.errors import LumosGymError, ToolError
 from lumos_gym.tools import ToolContext, Toolset
 
@@ -47,7 +50,8 @@ except ImportError as e:  # pragma: no cover - depends on the installed extras
     raise ImportError("`lumos-gym serve-tools` needs the mcp package; install it with: "
                       "pip install 'lumos-gym[envserver]'") from e
 
-__all__ = ["DEFAULT_TOOLS", "ToolService", "create_server", "serve_tools"]
+__all__ = ["DEFAULT_TOOLS", "MAX_BODY_BYTES", "ToolService", "create_server", "serve_tools",
+           "streamable_http_app"]
 
 logger = logging.getLogger(__name__)
 
@@ -63,6 +67,8 @@ DEFAULT_TOOLS: dict[str, dict[str, Any]] = {
 }
 #: The most episodes whose state is kept; the least recently used is forgotten first.
 MAX_EPISODES = 256
+#: The largest request body over HTTP by default: 8 MiB (a VQA picture in base64 fits).
+MAX_BODY_BYTES = 8 * 2**20
 
 
 class ToolService:
@@ -205,31 +211,59 @@ def parse_tool_options(values: Sequence[str]) -> list[str] | dict[str, dict[str,
     return tools
 
 
-def streamable_http_app(service: ToolService, host: str = "127.0.0.1") -> Any:
-    """Return the Starlette app serving ``service`` over streamable HTTP at ``/mcp``."""
-    return create_server(service).streamable_http_app(host=host)
+def streamable_http_app(service: ToolService, host: str = "127.0.0.1", *,
+                        api_key: str | None = None,
+                        max_body_bytes: int = MAX_BODY_BYTES) -> Guard:
+    """Return the ASGI app serving ``service`` over streamable HTTP at ``/mcp``.
+
+    It is the ``mcp`` package's Starlette app behind a :class:`~lumos_gym.asgi.Guard`.
+
+    Args:
+        service: the tools.
+        host: the interface it is served on (the ``mcp`` app's DNS rebinding protection).
+        api_key: the key every request must carry; None: none.
+        max_body_bytes: a larger request body is refused (413) before it is read.
+
+    Raises:
+        LumosGymError: ``max_body_bytes`` is below 1.
+    """
+    app = create_server(service).streamable_http_app(host=host)
+    return Guard(app, api_key=api_key, max_body_bytes=max_body_bytes, open_paths=())
 
 
 def serve_tools(tools: Sequence[str] | Mapping[str, Mapping[str, Any]] = DEFAULT_TOOLS, *,
                 transport: str = "stdio", host: str = "127.0.0.1", port: int = 8001,
-                log_level: str = "warning") -> None:
+                log_level: str = "warning", api_key: str | None = None, insecure: bool = False,
+                max_body_bytes: int = MAX_BODY_BYTES) -> None:
     """Serve the tools until the client leaves (stdio) or until interrupted (HTTP).
 
     Args:
         tools: tool names, or tool name → options.
         transport: ``"stdio"`` or ``"http"`` (streamable HTTP at ``/mcp``).
-        host: the interface for ``http``; the default accepts local clients only.
+        host: the interface for ``http``; the default accepts local clients only, and another
+            needs ``api_key`` or ``insecure``.
         port: the TCP port for ``http`` (0: a free one, printed).
         log_level: uvicorn's log level (``http``).
+        api_key: the key every ``http`` request must carry; None: none (stdio needs none).
+        insecure: serve a non-loopback ``host`` without a key all the same (a warning is
+            logged).
+        max_body_bytes: the largest ``http`` request body; a larger one is refused (413)
+            before it is read.
+
+    Raises:
+        LumosGymError: a bad transport, an exposed host without a key, a taken port, or a tool
+            that cannot be configured.
     """
+    if transport not in ("stdio", "http"):
+        raise LumosGymError(f"transport must be 'stdio' or 'http'; got {transport!r}")
+    if transport == "http":  # before the tools load: an exposed host fails at once
+        check_exposure(host, api_key, insecure, "lumos-gym serve-tools")
     service = ToolService(tools)
     try:
         if transport == "stdio":
             anyio.run(_serve_stdio, service)
-        elif transport == "http":
-            _serve_http(service, host, port, log_level)
         else:
-            raise LumosGymError(f"transport must be 'stdio' or 'http'; got {transport!r}")
+            _serve_http(service, host, port, log_level, api_key, max_body_bytes)
     finally:
         service.close()
 
@@ -242,16 +276,19 @@ async def _serve_stdio(service: ToolService) -> None:
         await server.run(read_stream, write_stream, server.create_initialization_options())
 
 
-def _serve_http(service: ToolService, host: str, port: int, log_level: str) -> None:
+def _serve_http(service: ToolService, host: str, port: int, log_level: str,
+                api_key: str | None, max_body_bytes: int) -> None:
     import uvicorn  # optional extra: envserver
 
+    app = streamable_http_app(service, host, api_key=api_key, max_body_bytes=max_body_bytes)
     sock = bind_socket(host, port)
     try:
         shown = f"[{host}]" if ":" in host else host
+        keyed = " (every client must send the API key)" if api_key else ""
         print(f"serving {len(service.toolset.names)} tools over MCP at "
-              f"http://{shown}:{sock.getsockname()[1]}/mcp; Ctrl-C stops it", flush=True)
-        config = uvicorn.Config(streamable_http_app(service, host), log_level=log_level,
-                                lifespan="on", timeout_graceful_shutdown=5)
+              f"http://{shown}:{sock.getsockname()[1]}/mcp{keyed}; Ctrl-C stops it", flush=True)
+        config = uvicorn.Config(app, log_level=log_level, lifespan="on",
+                                timeout_graceful_shutdown=5)
         uvicorn.Server(config).run(sockets=[sock])
     finally:
         sock.close()
