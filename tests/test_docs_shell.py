@@ -14,10 +14,12 @@ documented commands that render the boards reproduce them byte for byte.
 
 from __future__ import annotations
 
+import contextlib
 import filecmp
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -89,15 +91,28 @@ def test_shell_block_runs(name, script, checkout):
     env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", PYTHONPATH=str(ROOT))
     # the conftest's backend choice is for in-process tests: a user has none
     env.pop("LUMOS_GYM_BACKEND", None)
-    done = subprocess.run(
+    # its own process group, so that a block that hangs is stopped with everything it started
+    # (a server left in the background would outlive a killed bash)
+    block = subprocess.Popen(
         ["bash", "-e", "-o", "pipefail", "-c", script],
         cwd=checkout,
         env=env,
         stdin=subprocess.DEVNULL,
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
-        timeout=TIMEOUT_S,
+        start_new_session=True,
     )
+    try:
+        stdout, stderr = block.communicate(timeout=TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        os.killpg(block.pid, signal.SIGKILL)
+        block.communicate()
+        raise
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(block.pid, signal.SIGKILL)  # whatever the block left running
+    done = subprocess.CompletedProcess(block.args, block.returncode, stdout, stderr)
     assert done.returncode == 0, f"{name} failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
     changed = changed_files(checkout / "leaderboards", ROOT / "leaderboards")
     assert not changed, f"{name} changed committed leaderboard files: {changed[:10]}"
