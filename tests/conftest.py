@@ -42,6 +42,7 @@ from lumos_gym.models.base import (
     GenerationSession,
     cut_at_stop,
 )
+from lumos_gym.tools import make_tool
 
 
 class ScriptedBackend(Backend):
@@ -348,6 +349,9 @@ def pytest_sessionfinish(session, exitstatus):
     """Fail the run when a test left a game process, a sandbox or a server behind."""
     import time
 
+    # the math tools' idle worker processes live as long as the interpreter (closed at exit):
+    # close them now, as exit would, so that only what a test leaked is left
+    make_tool("Calculator").close()
     deadline = time.monotonic() + 5.0
     left = _leftovers()
     while left and time.monotonic() < deadline:

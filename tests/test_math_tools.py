@@ -400,7 +400,7 @@ def workers():
 @pytest.mark.full
 @pytest.mark.usefixtures("workers")
 def test_the_time_limit_holds_off_the_main_thread(monkeypatch):
-    # SIGALRM reaches the main thread only: elsewhere the tool runs in a worker process
+    # SIGALRM reaches the main thread only: the tool runs in a worker process's main thread
     monkeypatch.setattr(mt, "TIME_LIMIT", 0.2)
     ctx = ToolContext()
     run("R1 = Calculator(x^(10^7))", ctx=ctx)  # the power is computed only when x is given
@@ -421,6 +421,28 @@ def test_math_tools_off_the_main_thread_keep_their_state():
     assert ctx.state["SetEquation"] == []  # solved equations are taken back from the worker
     error = _in_thread(lambda: run("R5 = Calculator(R9 + 1)", ctx=ctx))
     assert isinstance(error, UndefinedVariableError)
+
+
+@pytest.mark.full
+@pytest.mark.usefixtures("workers")
+def test_sympy_is_never_interrupted_in_this_process(monkeypatch):
+    # an alarm raised at an arbitrary point of sympy leaves its caches unknown: in the caller's
+    # process the tools never set one (here setting one fails the call), and a worker whose
+    # work was cut short is retired, not handed the next call
+    def no_alarm(*args):
+        raise AssertionError("the alarm was set in the caller's process")
+
+    monkeypatch.setattr(mt.signal, "setitimer", no_alarm)
+    mt._WORKERS.close()  # from no idle worker: the calls below share one
+    assert run("R1 = SolveEquation(2*x + 3 = 7)")[0] == ("2",)
+    assert mt.evaluate("R1 / 4", {"R1": "10"}) == sympy.Rational(5, 2)
+    (first,) = mt._WORKERS._idle
+    monkeypatch.setattr(mt, "TIME_LIMIT", 0.05)
+    with pytest.raises(ToolError, match="gave up"):
+        run("R1 = SolveEquation(exp(x) = x^10)")
+    assert first.process.poll() is not None  # ended after its answer
+    assert first not in mt._WORKERS._idle
+    assert run("R1 = Calculator(6 * 7)")[0] == ("42",)  # a new worker took the next call
 
 
 @pytest.mark.parametrize(

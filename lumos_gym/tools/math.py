@@ -43,9 +43,13 @@ checked tree by this module. Work is bounded: formulas of at most
 numbers of at most :data:`MAX_DIGITS` digits (``9^9^9^9`` is refused before it is computed),
 bounded arguments of ``exp``, ``factorial`` and ``binomial``, and symbolic expansion only when
 it yields at most :data:`MAX_EXPAND_TERMS` terms. As a last resort, sympy work is stopped after
-:data:`TIME_LIMIT` seconds: by ``SIGALRM`` in the main thread; called from any other thread (or
-where the alarm is taken), a tool runs in a worker process (:mod:`lumos_gym.tools.worker`)
-whose main thread has the alarm, and which is killed if it still does not answer.
+:data:`TIME_LIMIT` seconds, in a worker process (:mod:`lumos_gym.tools.worker`) whose main
+thread has ``SIGALRM``, and which is killed if it still does not answer. The alarm never
+interrupts sympy in the caller's process: an exception raised at an arbitrary point of sympy's
+code can leave its caches inconsistent, and in a long-lived process that later crashed the
+interpreter (a segfault in attribute lookup, seen in the test suite). A worker that timed out is
+retired. Only where no worker process can be started is the alarm used in the caller's main
+thread.
 
 **Values.** A result is written as follows (:func:`format_value`):
 
@@ -82,6 +86,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from decimal import ROUND_HALF_UP, Decimal, localcontext
 from fractions import Fraction
+from typing import Any
 
 import sympy as sp
 from sympy.logic.boolalg import Boolean, BooleanAtom
@@ -300,10 +305,21 @@ class _Timeout(BaseException):
     """Raised by the alarm of :func:`_time_limit`; a BaseException so sympy cannot swallow it."""
 
 
+class _GaveUp(ToolError):
+    """The time limit stopped a tool; the worker process it ran in is retired, not reused."""
+
+    retire_worker = True
+
+
 def _alarm_usable() -> bool:
-    """Say whether :func:`_time_limit` can use the alarm: in the main thread, timer free."""
+    """Say whether :func:`_time_limit` can use the alarm.
+
+    In the main thread with the timer free, and only in a worker process or where no worker
+    can be started (see the module docstring).
+    """
     return (
-        hasattr(signal, "setitimer")
+        (_in_worker or _worker_failed or not _POSIX)
+        and hasattr(signal, "setitimer")
         and threading.current_thread() is threading.main_thread()
         and signal.getsignal(signal.SIGALRM) in (signal.SIG_DFL, signal.SIG_IGN, None)
         and signal.getitimer(signal.ITIMER_REAL)[0] == 0
@@ -344,7 +360,7 @@ def _as_tool_error(tool: str) -> Iterator[None]:
     except (ToolError, UndefinedVariableError):
         raise
     except _Timeout:
-        raise ToolError(f"{tool} gave up after {TIME_LIMIT:g} s; simplify the input") from None
+        raise _GaveUp(f"{tool} gave up after {TIME_LIMIT:g} s; simplify the input") from None
     except RecursionError:
         raise ToolError("the input is nested too deeply") from None
     except MemoryError:
@@ -865,6 +881,9 @@ def evaluate(formula: str, variables: Mapping[str, str] | None = None) -> sp.Bas
         ToolError: for a formula that cannot be read, is refused, or is too large.
         UndefinedVariableError: for an unbound ``R<n>``.
     """
+    if not _in_process():
+        args = (formula, dict(variables or {}), TIME_LIMIT)
+        return _in_a_worker("evaluate", "_evaluate_bounded", args)
     with _as_tool_error("evaluate"):
         sides = _read(formula, variables or {}, {})
         if len(sides) != 1:
@@ -1370,46 +1389,64 @@ def count_items(text: str, variables: Mapping[str, str] | None = None) -> int:
 
 _WORKERS = WorkerPool(preload=(__name__,))
 _POSIX = os.name == "posix"
+#: Set when no worker process could be started: from then on the tools run in the caller.
 _worker_failed = False
+#: Set in a worker process of :data:`_WORKERS` (by its first call).
+_in_worker = False
+
+
+def _in_process() -> bool:
+    """Say whether sympy work runs here rather than in a worker (see the module docstring)."""
+    return _in_worker or _worker_failed or not _POSIX
+
+
+def _in_a_worker(name: str, function: str, args: tuple[Any, ...]) -> Any:
+    """Return ``function(*args)`` of this module computed in a worker, under the time limit.
+
+    Falls back to calling it here (with a warning, once) when no worker can be started.
+
+    Raises:
+        ToolError: when the worker did not answer in time or died.
+    """
+    global _worker_failed
+    try:
+        return _WORKERS.run(__name__, function, args, TIME_LIMIT + _WORKER_GRACE_S)
+    except TimeoutError:
+        raise ToolError(f"{name} gave up after {TIME_LIMIT:g} s; simplify the input") from None
+    except EOFError:  # killed by the system (out of memory) or crashed
+        raise ToolError(f"{name} failed: its worker process died; simplify the input") from None
+    except WorkerStartError as e:  # no subprocess here: the alarm, in the main thread only
+        _worker_failed = True
+        warnings.warn(f"{e}; math tools run in this process, with a time limit in the main "
+                      "thread only", RuntimeWarning, stacklevel=3)
+        return globals()[function](*args)
 
 
 class _SympyTool(Tool):
-    """A tool whose sympy work stops after :data:`TIME_LIMIT` seconds in any thread.
+    """A tool whose sympy work stops after :data:`TIME_LIMIT` seconds, called from any thread.
 
-    Subclasses implement :meth:`compute`. Where the alarm is usable it runs here; elsewhere in
-    a worker process, with the variables and the pending equations sent along and the pending
-    equations it leaves taken back.
+    Subclasses implement :meth:`compute`, which runs in a worker process, with the variables and
+    the pending equations sent along and the pending equations it leaves taken back (see the
+    module docstring for why not in the caller's process).
     """
 
     @abstractmethod
     def compute(self, action: Action, ctx: ToolContext) -> ToolResult:
-        """Run the action (what ``run`` does, in the calling thread)."""
+        """Run the action (what ``run`` does, in the calling process)."""
 
     def run(self, action: Action, ctx: ToolContext) -> ToolResult:
         """Run :meth:`compute` under the time limit (see the class docstring)."""
-        global _worker_failed
-        if _alarm_usable() or not _POSIX or _worker_failed:
+        if _in_process():
             return self.compute(action, ctx)
-        name = self.spec.name
         before = list(ctx.state.get("SetEquation", []))
         args = (type(self).__name__, action, dict(ctx.variables), before, TIME_LIMIT)
-        try:
-            result, pending = _WORKERS.run(__name__, "_compute", args, TIME_LIMIT + _WORKER_GRACE_S)
-        except TimeoutError:
-            raise ToolError(f"{name} gave up after {TIME_LIMIT:g} s; simplify the input") from None
-        except EOFError:  # killed by the system (out of memory) or crashed
-            raise ToolError(f"{name} failed: its worker process died; simplify the input") from None
-        except WorkerStartError as e:  # no subprocess here: the structural bounds remain
-            _worker_failed = True
-            warnings.warn(f"{e}; math tools run without a time limit off the main thread",
-                          RuntimeWarning, stacklevel=2)
-            return self.compute(action, ctx)
+        result, pending = _in_a_worker(self.spec.name, "_compute", args)
         if pending != before:
             _pending(ctx)[:] = pending
         return result
 
     def close(self) -> None:
-        """Close the idle worker processes (the next call off the main thread starts one)."""
+        """Close the idle worker processes (the next call starts one)."""
         _WORKERS.close()
 
 
@@ -1421,12 +1458,19 @@ def _compute(
     time_limit: float,
 ) -> tuple[ToolResult, list[tuple[str, str]]]:
     """Run a math tool in a worker process's main thread (see :class:`_SympyTool`)."""
-    global TIME_LIMIT
-    TIME_LIMIT = time_limit
+    global TIME_LIMIT, _in_worker
+    TIME_LIMIT, _in_worker = time_limit, True
     ctx = ToolContext(variables=variables, state={"SetEquation": pending})
     cls = globals()[tool]
     assert isinstance(cls, type) and issubclass(cls, _SympyTool)
     return cls().compute(action, ctx), _pending(ctx)
+
+
+def _evaluate_bounded(formula: str, variables: dict[str, str], time_limit: float) -> sp.Basic:
+    """:func:`evaluate` in a worker process's main thread."""
+    global TIME_LIMIT, _in_worker
+    TIME_LIMIT, _in_worker = time_limit, True
+    return evaluate(formula, variables)
 
 
 class Calculator(_SympyTool):

@@ -10,7 +10,9 @@ A worker is ``sys.executable`` started with an argument list and the caller's ``
 (never multiprocessing's spawn, which would import the caller's ``__main__`` again, nor a fork of
 a threaded process). It talks over a socket pair, imports the modules it is told to preload
 once, and serves one call at a time until the pipe closes. Idle workers are kept for the next
-call and closed at exit; a forked child forgets its parent's workers.
+call and closed at exit; a forked child forgets its parent's workers. A call whose exception
+has a true ``retire_worker`` attribute (work interrupted mid-way, its state unknown) ends its
+worker once the exception is sent back.
 """
 
 from __future__ import annotations
@@ -138,9 +140,12 @@ class WorkerPool:
         except BaseException:  # timed out, died or interrupted: its state is unknown
             worker.kill()
             raise
-        with self._lock:
-            self._idle.append(worker)
-        if status == "error":
+        if status == "retire":  # the worker ended after this answer
+            worker.close()
+        else:
+            with self._lock:
+                self._idle.append(worker)
+        if status in ("error", "retire"):
             raise value
         return value
 
@@ -171,8 +176,10 @@ def _serve(fd: int, preload: Sequence[str]) -> None:
             value = getattr(importlib.import_module(module), function)(*args)
             answer: tuple[str, Any] = ("ok", value)
         except Exception as e:  # raised again in the caller
-            answer = ("error", e)
+            answer = ("retire" if getattr(e, "retire_worker", False) else "error", e)
         try:
             conn.send(answer)
         except Exception as e:  # a value or an exception that cannot be pickled
             conn.send(("error", RuntimeError(f"{type(e).__name__}: {e}")))
+        if answer[0] == "retire":
+            return
