@@ -345,18 +345,37 @@ def _leftovers() -> list[str]:
     return found
 
 
+_WORKERS_LEFT: list[str] = []  # what pytest -n workers reported left behind (controller)
+
+
+def pytest_testnodedown(node, error):
+    """Collect what a pytest-xdist worker found left behind (a hook run in the controller)."""
+    _WORKERS_LEFT.extend(getattr(node, "workeroutput", {}).get("left_behind", []))
+
+
 def pytest_sessionfinish(session, exitstatus):
-    """Fail the run when a test left a game process, a sandbox or a server behind."""
+    """Fail the run when a test left a game process, a sandbox or a server behind.
+
+    With pytest -n each worker looks for what its own tests left and sends it to the
+    controller, which reports it all (a worker's own exit status does not reach the run's).
+    """
     import time
 
-    # the math tools' idle worker processes live as long as the interpreter (closed at exit):
-    # close them now, as exit would, so that only what a test leaked is left
-    make_tool("Calculator").close()
-    deadline = time.monotonic() + 5.0
-    left = _leftovers()
-    while left and time.monotonic() < deadline:
-        time.sleep(0.2)  # processes being reaped and servers shutting down get a moment
+    workerinput = getattr(session.config, "workerinput", None)
+    if getattr(session.config.option, "numprocesses", None) and workerinput is None:
+        left = list(_WORKERS_LEFT)  # the controller: its only children are the workers
+    else:
+        # the math tools' idle worker processes live as long as the interpreter (closed at
+        # exit): close them now, as exit would, so that only what a test leaked is left
+        make_tool("Calculator").close()
+        deadline = time.monotonic() + 5.0
         left = _leftovers()
+        while left and time.monotonic() < deadline:
+            time.sleep(0.2)  # processes being reaped and servers shutting down get a moment
+            left = _leftovers()
+        if workerinput is not None:
+            session.config.workeroutput["left_behind"] = left
+            return
     if left:
         print("\nleft behind after the tests:\n  " + "\n  ".join(left))
         session.exitstatus = pytest.ExitCode.TESTS_FAILED

@@ -1,5 +1,4 @@
 import builtins
-import random
 import re
 import threading
 from pathlib import Path
@@ -206,7 +205,8 @@ def test_long_sums_are_not_too_deep():
     assert calc("+".join(["1"] * 900)) == "900"
 
 
-MARKER = Path("/tmp") / f"lumos-gym-math-pwned-{random.random()}"
+# a fixed name: the test ids must be the same in every pytest -n worker (it is removed first)
+MARKER = Path("/tmp") / "lumos-gym-math-pwned-marker"
 
 
 @pytest.mark.parametrize(
@@ -252,6 +252,7 @@ MARKER = Path("/tmp") / f"lumos-gym-math-pwned-{random.random()}"
     ],
 )
 def test_injections_and_bombs_are_refused_quickly(formula):
+    MARKER.unlink(missing_ok=True)
     with pytest.raises(ToolError):  # how quickly: benchmarks/time_bounds.py
         calc(formula)
     assert not MARKER.exists()
