@@ -16,7 +16,7 @@ OPENENV_PIN := openenv-core==0.3.0
 # of them (their module fixtures are built once); 1 runs it in this process, in order.
 TEST_WORKERS ?= 2
 
-.PHONY: demo test test-fast fuzz lint install clean bench reproduce constraints
+.PHONY: demo test test-fast test-slow fuzz lint install clean bench reproduce constraints
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -70,6 +70,11 @@ test-fast: install lint
 # adversarial actions on each env of the offline suite; about 7 min on two cores (shared).
 fuzz: install
 	$(BIN)/python -m pytest -q -m slow tests/test_fuzz.py
+
+# Every test marked slow, which `make test` leaves out: the fuzz test, the 3,000 random strings,
+# the docs' shell blocks marked `docs-test: slow`, the TRL example and more (16 tests).
+test-slow: install
+	$(BIN)/python -m pytest -q -m slow
 
 # Rebuild the shipped reference Lumos-I adapters (about 1.5 h on two cores; see their CARD.md).
 reproduce: install

@@ -26,6 +26,12 @@ import pytest
 # The tests that build models without naming a backend were written for the hf backend (the
 # default where the openvino extra is not installed); they keep it here, subprocesses included.
 os.environ.setdefault("LUMOS_GYM_BACKEND", "hf")
+# Under pytest -n each worker has about a core of its own: torch's OpenMP threads, in it and in
+# the commands it starts, are one per worker rather than one per core (threads past the cores
+# spin against each other: the served-model docs block took 100 s beside another worker, 24 s
+# alone). Set before torch is imported below.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 try:  # the tiny-model builders need the hf extra; the scripted backend does not
     import torch

@@ -8,6 +8,9 @@ carries a comment on the line before its fence:
 
     <!-- docs-test: skip, REASON -->
 
+A block that runs but takes most of a minute says `<!-- docs-test: slow, REASON -->` instead:
+it is marked `slow`, so `make test-slow` runs it and `make test` leaves it out.
+
 After each block the copy of `leaderboards/` must still equal the committed one, so the
 documented commands that render the boards reproduce them byte for byte.
 """
@@ -30,11 +33,12 @@ ROOT = Path(__file__).resolve().parents[1]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), ROOT / "leaderboards/README.md"]
 FENCE = re.compile(r"^```(sh|bash|shell)\n(.*?)^```", re.M | re.S)
 SKIP = re.compile(r"<!-- docs-test: skip, (.+?) -->\s*$")
+SLOW = re.compile(r"<!-- docs-test: slow, (.+?) -->\s*$")
 TIMEOUT_S = 300  # a guard against a hung block, not a speed claim
 
 
-def shell_blocks() -> list[tuple[str, str, str | None]]:
-    """(id, script, skip reason or None) of every shell block in the README and the docs."""
+def shell_blocks() -> list[tuple[str, str, str | None, bool]]:
+    """(id, script, skip reason or None, slow) of every shell block in the README and docs."""
     blocks = []
     for path in DOCS:
         text = path.read_text(encoding="utf-8")
@@ -42,7 +46,8 @@ def shell_blocks() -> list[tuple[str, str, str | None]]:
             before = text[: match.start()].rstrip("\n").rsplit("\n", 1)[-1]
             skip = SKIP.search(before)
             name = f"{path.relative_to(ROOT)}#{number}"
-            blocks.append((name, match.group(2), skip.group(1) if skip else None))
+            slow = SLOW.search(before) is not None
+            blocks.append((name, match.group(2), skip.group(1) if skip else None, slow))
     return blocks
 
 
@@ -51,9 +56,9 @@ BLOCKS = shell_blocks()
 
 def test_every_block_is_run_or_says_why_not():
     assert len(BLOCKS) > 20
-    run = [name for name, _, reason in BLOCKS if reason is None]
+    run = [name for name, _, reason, slow in BLOCKS if reason is None and not slow]
     assert len(run) >= 6, run
-    for name, _, reason in BLOCKS:
+    for name, _, reason, _ in BLOCKS:
         assert reason is None or len(reason.split()) >= 2, f"{name}: give a reason to skip"
 
 
@@ -84,7 +89,11 @@ def checkout(tmp_path_factory) -> Path:
 @pytest.mark.full
 @pytest.mark.parametrize(
     ("name", "script"),
-    [pytest.param(name, script, id=name) for name, script, reason in BLOCKS if reason is None],
+    [
+        pytest.param(name, script, id=name, marks=[pytest.mark.slow] if slow else [])
+        for name, script, reason, slow in BLOCKS
+        if reason is None
+    ],
 )
 def test_shell_block_runs(name, script, checkout):
     env = {**os.environ, "PATH": f"{Path(sys.prefix) / 'bin'}{os.pathsep}{os.environ['PATH']}"}

@@ -193,7 +193,7 @@ def _accept_quietly(server):
         return False
 
 
-@pytest.mark.full
+@pytest.mark.slow  # 12 s; the fuzz test (also slow) sends 10,000 actions to each env
 def test_three_thousand_random_strings_raise_nothing():
     """Random and half-formed actions are observations, never exceptions (``make fuzz`` goes
     further: coverage-guided, for minutes)."""

@@ -442,8 +442,11 @@ def test_sympy_is_never_interrupted_in_this_process(monkeypatch):
     with pytest.raises(ToolError, match="gave up"):
         run("R1 = SolveEquation(exp(x) = x^10)")
     assert first.process.poll() is not None  # ended after its answer
-    assert first not in mt._WORKERS._idle
-    assert run("R1 = Calculator(6 * 7)")[0] == ("42",)  # a new worker took the next call
+    mt._WORKERS.wait_started()
+    (successor,) = mt._WORKERS._idle  # started in the background for the next call
+    assert successor is not first and successor.process.poll() is None
+    assert run("R1 = Calculator(6 * 7)")[0] == ("42",)
+    assert mt._WORKERS._idle == [successor]  # which took it
 
 
 @pytest.mark.parametrize(

@@ -12,7 +12,8 @@ a threaded process). It talks over a socket pair, imports the modules it is told
 once, and serves one call at a time until the pipe closes. Idle workers are kept for the next
 call and closed at exit; a forked child forgets its parent's workers. A call whose exception
 has a true ``retire_worker`` attribute (work interrupted mid-way, its state unknown) ends its
-worker once the exception is sent back.
+worker once the exception is sent back, and a successor starts in the background at once, so
+that the next call finds it ready.
 """
 
 from __future__ import annotations
@@ -114,6 +115,7 @@ class WorkerPool:
         self.preload = tuple(preload)
         self._lock = threading.Lock()
         self._idle: list[_Worker] = []
+        self._starting: list[threading.Thread] = []  # successors of retired workers, starting
         atexit.register(self.close)
         if hasattr(os, "register_at_fork"):
             # the child must not share its parent's workers (nor a lock held mid-fork)
@@ -140,8 +142,9 @@ class WorkerPool:
         except BaseException:  # timed out, died or interrupted: its state is unknown
             worker.kill()
             raise
-        if status == "retire":  # the worker ended after this answer
-            worker.close()
+        if status == "retire":  # done after this answer (no need to wait for its exit)
+            worker.kill()
+            self._replace()
         else:
             with self._lock:
                 self._idle.append(worker)
@@ -152,13 +155,41 @@ class WorkerPool:
     def close(self) -> None:
         """Close the idle workers (a later call starts new ones)."""
         with self._lock:
+            starting, self._starting = self._starting, []
+        for thread in starting:
+            thread.join()  # a successor being started is closed with the others
+        with self._lock:
             idle, self._idle = self._idle, []
         for worker in idle:
             worker.close()
 
+    def wait_started(self) -> None:
+        """Wait until the successors of retired workers have started (or failed to)."""
+        with self._lock:
+            starting = list(self._starting)
+        for thread in starting:
+            thread.join()
+
+    def _replace(self) -> None:
+        """Start a worker in the background, for the next call, in place of a retired one."""
+
+        def start() -> None:
+            try:
+                worker = _Worker(self.preload)
+            except WorkerStartError:
+                return  # the next call tries again, and raises
+            with self._lock:
+                self._idle.append(worker)
+
+        thread = threading.Thread(target=start, name="worker-start", daemon=True)
+        with self._lock:
+            self._starting = [t for t in self._starting if t.is_alive()] + [thread]
+        thread.start()
+
     def _forget(self) -> None:
         self._lock = threading.Lock()
         self._idle = []
+        self._starting = []
 
 
 def _serve(fd: int, preload: Sequence[str]) -> None:
