@@ -15,6 +15,7 @@ OPENENV_PIN := openenv-core==0.3.0
 # `make test` runs the suite on this many processes (pytest-xdist), each test file whole on one
 # of them (their module fixtures are built once); 1 runs it in this process, in order.
 TEST_WORKERS ?= 2
+XDIST := $(if $(filter-out 1,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadfile)
 
 .PHONY: demo test test-fast test-slow fuzz lint install clean bench reproduce constraints
 
@@ -60,11 +61,11 @@ test: install lint
 	# The leaderboard's browser test loads the HTML page in headless Chromium (Debian's
 	# package): installed here when run as root, else the test is skipped with a message.
 	$(call apt_install,chromium,chromium,the browser test will be skipped)
-	$(BIN)/python -m pytest -q $(if $(filter-out 1,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadfile)
+	$(BIN)/python -m pytest -q $(XDIST)
 
 # The everyday tier: every test but those marked `full` (about a minute of tests on two cores).
 test-fast: install lint
-	$(BIN)/python -m pytest -q -m "not slow and not full" $(if $(filter-out 1,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadfile)
+	$(BIN)/python -m pytest -q -m "not slow and not full" $(XDIST)
 
 # The fuzz test (tests/test_fuzz.py, marked slow, left out of `make test`): 10,000 random and
 # adversarial actions on each env of the offline suite; about 7 min on two cores (shared).

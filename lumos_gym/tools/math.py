@@ -882,8 +882,7 @@ def evaluate(formula: str, variables: Mapping[str, str] | None = None) -> sp.Bas
         UndefinedVariableError: for an unbound ``R<n>``.
     """
     if not _in_process():
-        args = (formula, dict(variables or {}), TIME_LIMIT)
-        return _in_a_worker("evaluate", "_evaluate_bounded", args)
+        return _in_a_worker("evaluate", "evaluate", (formula, dict(variables or {})))
     with _as_tool_error("evaluate"):
         sides = _read(formula, variables or {}, {})
         if len(sides) != 1:
@@ -1409,8 +1408,9 @@ def _in_a_worker(name: str, function: str, args: tuple[Any, ...]) -> Any:
         ToolError: when the worker did not answer in time or died.
     """
     global _worker_failed
+    call = (function, TIME_LIMIT, *args)
     try:
-        return _WORKERS.run(__name__, function, args, TIME_LIMIT + _WORKER_GRACE_S)
+        return _WORKERS.run(__name__, "_in_worker_call", call, TIME_LIMIT + _WORKER_GRACE_S)
     except TimeoutError:
         raise ToolError(f"{name} gave up after {TIME_LIMIT:g} s; simplify the input") from None
     except EOFError:  # killed by the system (out of memory) or crashed
@@ -1439,7 +1439,7 @@ class _SympyTool(Tool):
         if _in_process():
             return self.compute(action, ctx)
         before = list(ctx.state.get("SetEquation", []))
-        args = (type(self).__name__, action, dict(ctx.variables), before, TIME_LIMIT)
+        args = (type(self).__name__, action, dict(ctx.variables), before)
         result, pending = _in_a_worker(self.spec.name, "_compute", args)
         if pending != before:
             _pending(ctx)[:] = pending
@@ -1450,27 +1450,24 @@ class _SympyTool(Tool):
         _WORKERS.close()
 
 
+def _in_worker_call(function: str, time_limit: float, *args: Any) -> Any:
+    """Call ``function(*args)`` of this module in a worker process, under the caller's limit."""
+    global TIME_LIMIT, _in_worker
+    TIME_LIMIT, _in_worker = time_limit, True
+    return globals()[function](*args)
+
+
 def _compute(
     tool: str,
     action: Action,
     variables: dict[str, str],
     pending: list[tuple[str, str]],
-    time_limit: float,
 ) -> tuple[ToolResult, list[tuple[str, str]]]:
-    """Run a math tool in a worker process's main thread (see :class:`_SympyTool`)."""
-    global TIME_LIMIT, _in_worker
-    TIME_LIMIT, _in_worker = time_limit, True
+    """Run a math tool and return what it left pending (see :class:`_SympyTool`)."""
     ctx = ToolContext(variables=variables, state={"SetEquation": pending})
     cls = globals()[tool]
     assert isinstance(cls, type) and issubclass(cls, _SympyTool)
     return cls().compute(action, ctx), _pending(ctx)
-
-
-def _evaluate_bounded(formula: str, variables: dict[str, str], time_limit: float) -> sp.Basic:
-    """:func:`evaluate` in a worker process's main thread."""
-    global TIME_LIMIT, _in_worker
-    TIME_LIMIT, _in_worker = time_limit, True
-    return evaluate(formula, variables)
 
 
 class Calculator(_SympyTool):

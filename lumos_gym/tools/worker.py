@@ -154,12 +154,9 @@ class WorkerPool:
 
     def close(self) -> None:
         """Close the idle workers (a later call starts new ones)."""
+        self.wait_started()  # a successor being started is closed with the others
         with self._lock:
-            starting, self._starting = self._starting, []
-        for thread in starting:
-            thread.join()  # a successor being started is closed with the others
-        with self._lock:
-            idle, self._idle = self._idle, []
+            idle, self._idle, self._starting = self._idle, [], []
         for worker in idle:
             worker.close()
 
