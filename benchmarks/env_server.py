@@ -52,12 +52,16 @@ def play_http(base_url: str, plan: list[tuple[int, list[str]]]) -> int:
         session = None
         for index, actions in plan:
             body = {"seed": 0, "options": {"index": index}}
-            session = http.post("/reset", json={**body, "session_id": session}).json()[
-                "session_id"]
+            answer = http.post("/reset", json={**body, "session_id": session})
+            answer.raise_for_status()
+            session = answer.json()["session_id"]
+            # The session's token, returned at reset, is needed for its steps and its delete.
+            http.headers["X-Session-Token"] = answer.json()["session_token"]
             for action in actions:
-                http.post("/step", json={"action": {"text": action}, "session_id": session})
+                http.post("/step", json={"action": {"text": action},
+                                         "session_id": session}).raise_for_status()
             calls += 1 + len(actions)
-        http.delete(f"/sessions/{session}")
+        http.delete(f"/sessions/{session}").raise_for_status()
     return calls
 
 

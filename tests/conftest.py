@@ -17,6 +17,7 @@ import shutil
 import socket
 import subprocess
 import threading
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -304,6 +305,34 @@ def loopback_server():
         socket.create_connection(("127.0.0.1", port), timeout=1.0).close()
     thread.join(timeout=5.0)
     server.close()
+
+
+@pytest.fixture
+def env_servers():
+    """Start `serve-env` servers in this process (``env_servers(env_id, kwargs, **options)``);
+    every one is stopped after the test."""
+    from lumos_gym.serving.envserver import start_env_server  # a server only where used
+
+    started = []
+
+    def start(env_id, kwargs=None, **options):
+        server = start_env_server(env_id, kwargs or {}, **options)
+        started.append(server)
+        return server
+
+    yield start
+    for server in started:
+        server.stop()
+
+
+def poll(condition: Callable[[], Any], seconds: float) -> bool:
+    """Whether ``condition()`` comes true within ``seconds`` (checked every 50 ms)."""
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
 
 
 # -- static pages in headless Chromium ----------------------------------------------------------

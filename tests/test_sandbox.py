@@ -20,6 +20,7 @@ import warnings
 from pathlib import Path
 
 import pytest
+from conftest import poll
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -430,15 +431,6 @@ def _sandbox_processes(caller: int, token: str, workdirs: Path, started: bool = 
     return found
 
 
-def _poll(condition, seconds: float) -> bool:
-    deadline = time.monotonic() + seconds
-    while not condition():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)
-    return True
-
-
 @pytest.mark.parametrize("tool", [*TOOLS, "plain"])
 def test_a_killed_caller_leaves_no_sandbox_behind(tool, monkeypatch, tmp_path):
     use_isolation(monkeypatch, tool)  # skips a tool that does not work here
@@ -454,11 +446,11 @@ def test_a_killed_caller_leaves_no_sandbox_behind(tool, monkeypatch, tmp_path):
     env = {**os.environ, "PYTHONPATH": str(CHECKOUT), "TMPDIR": str(workdirs)}
     caller = subprocess.Popen([sys.executable, "-c", CALLER, tool, program], env=env)
     try:
-        started = _poll(lambda: _sandbox_processes(caller.pid, token, workdirs, True), 30.0)
+        started = poll(lambda: _sandbox_processes(caller.pid, token, workdirs, True), 30.0)
         assert started, "the sandboxed program did not start"
         os.kill(caller.pid, signal.SIGKILL)
         caller.wait()
-        gone = _poll(lambda: not _sandbox_processes(caller.pid, token, workdirs), 10.0)
+        gone = poll(lambda: not _sandbox_processes(caller.pid, token, workdirs), 10.0)
         assert gone, f"{tool}: left behind: {_sandbox_processes(caller.pid, token, workdirs)}"
     finally:
         caller.kill()

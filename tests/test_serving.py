@@ -55,23 +55,6 @@ def from_payload(payload):
     return comparable(*decode_step(payload))
 
 
-@pytest.fixture
-def served():
-    """Start `serve-env` servers in this process; every one is stopped after the test."""
-    from lumos_gym.serving.envserver import start_env_server
-
-    started = []
-
-    def start(env_id, kwargs=None, **options):
-        server = start_env_server(env_id, kwargs or {}, **options)
-        started.append(server)
-        return server
-
-    yield start
-    for server in started:
-        server.stop()
-
-
 def test_the_wire_format_round_trips_text_images_and_info():
     image = np.arange(2 * 3 * 3, dtype=np.uint8).reshape(2, 3, 3)
     info = {"a": (1, 2), "b": np.float32(0.5), "c": {3: np.array([1, 2])}}
@@ -89,12 +72,12 @@ def test_the_wire_format_round_trips_text_images_and_info():
     ("lumos/WebShop-v0", SHOP, {"index": 1}),
 ])
 def test_an_episode_over_websocket_and_http_equals_the_in_process_one(
-        served, env_id, kwargs, options):
+        env_servers, env_id, kwargs, options):
     import httpx
     from openenv.core import GenericEnvClient
 
     expected = in_process(env_id, kwargs, 7, options)
-    server = served(env_id, kwargs)
+    server = env_servers(env_id, kwargs)
     with GenericEnvClient(base_url=server.base_url).sync() as client:
         result = client.reset(seed=7, options=options)
         over_ws = [comparable(*decode_step({"observation": result.observation,
@@ -108,22 +91,24 @@ def test_an_episode_over_websocket_and_http_equals_the_in_process_one(
     with httpx.Client(base_url=server.base_url, timeout=60) as http:
         reply = http.post("/reset", json={"seed": 7, "options": options})
         session = reply.headers["X-Session-Id"]
+        owner = {"X-Session-Token": reply.headers["X-Session-Token"]}  # the session's token
         over_http = [from_payload(reply.json())]
         for action in over_http[0][4]["gold_actions"]:
-            reply = http.post("/step", json={"action": {"text": action}, "session_id": session})
+            reply = http.post("/step", json={"action": {"text": action}, "session_id": session},
+                              headers=owner)
             over_http.append(from_payload(reply.json()))
         assert reply.json()["done"]
-        state = http.get("/state", headers={"X-Session-Id": session}).json()
+        state = http.get("/state", headers={"X-Session-Id": session, **owner}).json()
         assert state["step_count"] == len(over_http) - 1 and state["task_id"]
-        assert http.delete(f"/sessions/{session}").status_code == 200
+        assert http.delete(f"/sessions/{session}", headers=owner).status_code == 200
     assert over_http == expected
 
 
 @pytest.mark.full
-def test_schema_metadata_and_health_answer_as_openenv_does(served):
+def test_schema_metadata_and_health_answer_as_openenv_does(env_servers):
     import httpx
 
-    server = served("lumos/GSM8K-v0")
+    server = env_servers("lumos/GSM8K-v0")
     with httpx.Client(base_url=server.base_url) as http:
         assert http.get("/health").json() == {"status": "healthy"}
         schema = http.get("/schema").json()
@@ -138,10 +123,10 @@ def test_schema_metadata_and_health_answer_as_openenv_does(served):
 
 
 @pytest.mark.full
-def test_32_concurrent_sessions_and_a_clear_error_past_the_capacity(served):
+def test_32_concurrent_sessions_and_a_clear_error_past_the_capacity(env_servers):
     from openenv.core import GenericEnvClient
 
-    server = served("lumos/GSM8K-v0", max_sessions=32)
+    server = env_servers("lumos/GSM8K-v0", max_sessions=32)
 
     async def play(n, client):
         result = await client.reset(seed=n, options={"index": n % 24})  # 24 bundled tasks
@@ -182,11 +167,11 @@ def wait_for(predicate, what, timeout_s=30.0):
 
 
 @pytest.mark.full
-def test_an_idle_session_is_reaped_with_its_shop_server(served):
+def test_an_idle_session_is_reaped_with_its_shop_server(env_servers):
     import httpx
     from openenv.core import GenericEnvClient
 
-    server = served("lumos/WebShop-v0", SHOP, idle_timeout_s=0.5)
+    server = env_servers("lumos/WebShop-v0", SHOP, idle_timeout_s=0.5)
     before = listening_ports()
     with GenericEnvClient(base_url=server.base_url).sync() as client:
         client.reset(seed=0)
@@ -218,11 +203,11 @@ def crashing_env():
 
 @pytest.mark.full
 def test_a_crashed_env_is_answered_with_an_error_and_the_next_session_works(
-        served, crashing_env):
+        env_servers, crashing_env):
     import httpx
     from openenv.core import GenericEnvClient
 
-    server = served(crashing_env)
+    server = env_servers(crashing_env)
     with GenericEnvClient(base_url=server.base_url).sync() as client:
         client.reset(seed=0)
         with pytest.raises(RuntimeError, match="EXECUTION_ERROR.*|the engine fell over"):
@@ -230,8 +215,10 @@ def test_a_crashed_env_is_answered_with_an_error_and_the_next_session_works(
         with pytest.raises(RuntimeError, match="SESSION_ERROR"):
             client.step({"text": "R1 = Calculator(1+1)"})
     with httpx.Client(base_url=server.base_url) as http:
-        session = http.post("/reset", json={}).json()["session_id"]
-        crashed = http.post("/step", json={"action": {"text": "crash"}, "session_id": session})
+        opened = http.post("/reset", json={}).json()
+        crashed = http.post("/step", json={"action": {"text": "crash"},
+                                           "session_id": opened["session_id"]},
+                            headers={"X-Session-Token": opened["session_token"]})
         assert crashed.status_code == 500 and crashed.json()["code"] == "EXECUTION_ERROR"
         assert "the engine fell over" in crashed.json()["detail"]
         assert http.get("/sessions").json()["active_sessions"] == 0
@@ -293,7 +280,7 @@ def _alive(process) -> bool:
 
 
 @pytest.mark.full
-def test_the_runner_plays_the_same_episodes_through_lumos_remote(served):
+def test_the_runner_plays_the_same_episodes_through_lumos_remote(env_servers):
     from lumos_gym.agents import make_agent
     from lumos_gym.agents.runner import EpisodeSpec, Runner
 
@@ -303,7 +290,7 @@ def test_the_runner_plays_the_same_episodes_through_lumos_remote(served):
         return sorted((r.task_id, r.status, r.reward, r.metrics, r.prediction, r.gold_answer,
                        r.steps, r.turns) for r in done)
 
-    server = served("lumos/GSM8K-v0", MATH)
+    server = env_servers("lumos/GSM8K-v0", MATH)
     local = records("lumos/GSM8K-v0", MATH)
     remote = records("lumos/remote", {"url": server.base_url, "env_id": "lumos/GSM8K-v0",
                                       **MATH})
@@ -312,8 +299,8 @@ def test_the_runner_plays_the_same_episodes_through_lumos_remote(served):
 
 
 @pytest.mark.full
-def test_lumos_remote_checks_what_the_server_serves(served):
-    server = served("lumos/GSM8K-v0")
+def test_lumos_remote_checks_what_the_server_serves(env_servers):
+    server = env_servers("lumos/GSM8K-v0")
     with pytest.raises(RemoteEnvError, match="serves lumos/GSM8K-v0, not lumos/SVAMP-v0"):
         gym.make("lumos/remote", url=server.base_url, env_id="lumos/SVAMP-v0")
     with pytest.raises(RemoteEnvError, match="-k privileged=true"):
@@ -326,10 +313,10 @@ def test_lumos_remote_checks_what_the_server_serves(served):
 
 
 @pytest.mark.full
-def test_a_scenes_episode_keeps_its_picture_over_the_wire(served):
+def test_a_scenes_episode_keeps_its_picture_over_the_wire(env_servers):
     kwargs = {"num_tasks": 2, "privileged": True}
     expected = in_process("lumos/Scenes-v0", kwargs, 0, {"index": 0})
-    server = served("lumos/Scenes-v0", kwargs)
+    server = env_servers("lumos/Scenes-v0", kwargs)
     env = gym.make("lumos/remote", url=server.base_url)
     observation, info = env.reset(seed=0, options={"index": 0})
     got = [comparable(observation, 0.0, False, False, info)]
@@ -423,7 +410,7 @@ def test_vqa_over_mcp_reads_a_scene_picture():
 
 
 def test_the_default_tools_search_the_offline_wikipedia_summaries():
-    # a served tool has no task corpus: KnowledgeQuery searches the wiki summaries by default
+    # a env_servers tool has no task corpus: KnowledgeQuery searches the wiki summaries by default
     from lumos_gym.serving.tools import ToolService, parse_tool_options
 
     service = ToolService(parse_tool_options([]))

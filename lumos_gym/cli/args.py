@@ -5,10 +5,13 @@ from __future__ import annotations
 import argparse
 import difflib
 import json
+import math
 import re
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
+from urllib.parse import urlsplit
 
+from lumos_gym.envs.registration import MAX_COUNT
 from lumos_gym.errors import LumosGymError
 
 
@@ -79,7 +82,12 @@ class Parser(argparse.ArgumentParser):
 
 
 def parse_kwargs(pairs: Sequence[str]) -> dict[str, Any]:
-    """Parse ``key=value`` pairs; values are JSON when they parse as JSON, else strings."""
+    """Parse ``key=value`` pairs; values are JSON when they parse as JSON, else strings.
+
+    Raises:
+        LumosGymError: an item that is not ``key=value``, or a number that is not finite
+            (``1e400``, ``Infinity``, ``NaN``, which JSON reads as floats).
+    """
     kwargs: dict[str, Any] = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
@@ -89,7 +97,20 @@ def parse_kwargs(pairs: Sequence[str]) -> dict[str, Any]:
             kwargs[key] = json.loads(value)
         except ValueError:
             kwargs[key] = value
+        if not _finite(kwargs[key]):
+            raise LumosGymError(f"{key}={value}: expected a finite number")
     return kwargs
+
+
+def _finite(value: Any) -> bool:
+    """Whether every number in ``value`` (a JSON value) is finite."""
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if isinstance(value, list):
+        return all(_finite(item) for item in value)
+    if isinstance(value, dict):
+        return all(_finite(item) for item in value.values())
+    return True
 
 
 def parse_model_args(values: Sequence[str]) -> dict[str, Any]:
@@ -115,34 +136,61 @@ def parse_model_args(values: Sequence[str]) -> dict[str, Any]:
     return args
 
 
-def at_least(kind: type, minimum: float, name: str) -> Callable[[str], Any]:
-    """An argparse type: a ``kind`` (int or float) of at least ``minimum``."""
+class Number:
+    """An argparse type: a finite ``kind`` (int or float) from ``low`` up to ``high``.
 
-    def parse(text: str) -> Any:
+    Args:
+        kind: ``int`` or ``float``.
+        low: the smallest value taken.
+        high: the largest value taken, or ``None`` for no bound.
+        name: what is expected, for the error of a value that is not a ``kind``.
+
+    :attr:`range` is the text that the option's help holds (``at least 1``, ``0 to 65535``),
+    which a test checks.
+    """
+
+    def __init__(self, kind: type, low: float, high: float | None, name: str) -> None:
+        self.kind = kind
+        self.low = low
+        self.high = high
+        self.name = name
+        self.__name__ = name  # what argparse names the type by
+
+    @property
+    def range(self) -> str:
+        """The values taken, as the option's help writes them."""
+        if self.low == -math.inf:
+            return "any finite number"
+        if self.high is None:
+            return f"at least {_shown(self.low)}"
+        return f"{_shown(self.low)} to {_shown(self.high)}"
+
+    def __call__(self, text: str) -> Any:
+        """Return ``text`` as a ``kind``; raise ``ArgumentTypeError`` for one outside the range."""
         try:
-            value = kind(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected {name}, got {text!r}") from None
-        if not value >= minimum:
-            raise argparse.ArgumentTypeError(f"must be at least {minimum:g}, got {text}")
+            value = self.kind(text)
+        except (ValueError, OverflowError):
+            raise argparse.ArgumentTypeError(f"expected {self.name}, got {text!r}") from None
+        if isinstance(value, float) and not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"expected a finite number, got {text!r}")
+        if not self.low <= value <= (math.inf if self.high is None else self.high):
+            raise argparse.ArgumentTypeError(f"must be {self.range}, got {text}")
         return value
 
-    return parse
+
+def _shown(number: float) -> str:
+    """Return ``number`` as the help writes it: ``1000000``, ``0.001``."""
+    return str(int(number)) if float(number).is_integer() else f"{number:g}"
 
 
-def between(kind: type, low: float, high: float, name: str) -> Callable[[str], Any]:
+def at_least(kind: type, minimum: float, name: str) -> Number:
+    """An argparse type: a finite ``kind`` (int or float) of at least ``minimum``."""
+    return Number(kind, minimum, None, name)
+
+
+def between(kind: type, low: float, high: float, name: str) -> Number:
     """An argparse type: a ``kind`` (int or float) from ``low`` to ``high``, both included."""
-
-    def parse(text: str) -> Any:
-        try:
-            value = kind(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected {name}, got {text!r}") from None
-        if not low <= value <= high:
-            raise argparse.ArgumentTypeError(f"must be {low:g} to {high:g}, got {text}")
-        return value
-
-    return parse
+    return Number(kind, low, high, name)
 
 
 #: A TCP port (0: the system picks a free one).
@@ -151,6 +199,39 @@ positive_int = at_least(int, 1, "an integer")
 #: A seed: numpy's generators take no negative one.
 nonnegative_int = at_least(int, 0, "an integer")
 nonnegative_float = at_least(float, 0, "a number")
+#: A number of tasks to generate or read.
+count = between(int, 1, MAX_COUNT, "an integer")
+#: A sampling temperature.
+temperature = at_least(float, 0, "a temperature")
+#: A share, from none to all.
+fraction = between(float, 0, 1, "a number")
+#: Any finite number (a reward, a penalty).
+finite_float = at_least(float, -math.inf, "a number")
+
+
+def nonempty(name: str) -> Callable[[str], str]:
+    """An argparse type: a string that is not empty nor blank (a path, a name)."""
+
+    def parse(text: str) -> str:
+        if not text.strip():
+            raise argparse.ArgumentTypeError(f"expected {name}, got an empty string")
+        return text
+
+    parse.__name__ = name
+    return parse
+
+
+#: A file or folder to write.
+out_path = nonempty("a path")
+
+
+def base_url(text: str) -> str:
+    """An argparse type: the ``http://`` or ``https://`` root of an OpenAI-compatible API."""
+    parts = urlsplit(text.strip())
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise argparse.ArgumentTypeError(
+            f"expected a URL such as http://127.0.0.1:8000/v1, got {text!r}")
+    return text
 
 
 #: A request body limit in MiB.

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from lumos_gym.cli.args import add_format, positive_int, print_json
+from lumos_gym.cli.args import add_format, count, out_path, print_json
 from lumos_gym.conversion.leakage import check_leakage, eval_tasks, read_training
 from lumos_gym.conversion.pipeline import build_offline_data
 from lumos_gym.envs import datasets as data
@@ -29,11 +29,11 @@ def add_data(sub: argparse._SubParsersAction) -> None:
     p.add_argument("action", choices=["build", "download", "status", "leakage"])
     p.add_argument("name", nargs="?", default="all",
                    help="a dataset name (gsm8k, svamp, asdiv...) or 'all' (download, status)")
-    p.add_argument("--out", default="data", help="build: the output folder")
-    p.add_argument("--num-tasks", type=positive_int, default=None,
-                   help="build: procedural tasks per difficulty level (default 200: the games "
-                   "take minutes to generate; 1 for a quick try); leakage: the size of a data "
-                   "build without splits.json")
+    p.add_argument("--out", type=out_path, default="data", help="build: the output folder")
+    p.add_argument("--num-tasks", type=count, default=None,
+                   help="build: procedural tasks per difficulty level, 1 to 1000000 (default 200: "
+                   "the games take minutes to generate; 1 for a quick try); leakage: the size of a "
+                   "data build without splits.json")
     p.add_argument("--split", action="append", default=[], help="only this split, repeatable")
     p.add_argument("--force", action="store_true", help="download again")
     p.add_argument("--train", action="append", default=[], metavar="PATH",

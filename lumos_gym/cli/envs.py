@@ -54,9 +54,9 @@ def add_check(sub: argparse._SubParsersAction) -> None:
     p.add_argument("env", help="an env id, or 'all'")
     p.add_argument("--kwarg", "-k", action="append", default=[], metavar="KEY=VALUE",
                    help="env constructor argument (JSON value), repeatable")
-    p.add_argument("--replay-limit", type=int, default=None,
-                   help="replay the gold actions of at most N tasks per env (an env whose "
-                   "oracle replays none is 'unverified': named alone, the check fails)")
+    p.add_argument("--replay-limit", type=nonnegative_int, default=None,
+                   help="replay the gold actions of at most N tasks per env, at least 0 (an env "
+                   "whose oracle replays none is 'unverified': named alone, the check fails)")
     p.set_defaults(func=cmd_check)
 
 
@@ -108,7 +108,7 @@ def add_play(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("play", help="play an env by typing grounded actions")
     p.add_argument("env", help="an env id, e.g. lumos/MathWord-v0")
     p.add_argument("--kwarg", "-k", action="append", default=[], metavar="KEY=VALUE")
-    p.add_argument("--seed", type=nonnegative_int, default=None)
+    p.add_argument("--seed", type=nonnegative_int, default=None, help="at least 0")
     p.add_argument("--task-id", default=None)
     p.set_defaults(func=cmd_play)
 

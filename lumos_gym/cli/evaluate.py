@@ -8,19 +8,22 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from lumos_gym.agents.base import AgentConfig
-from lumos_gym.agents.plugins import SPEC_HELP
+from lumos_gym.agents.base import FILE_MODULE_PREFIX, AgentConfig
+from lumos_gym.agents.plugins import SPEC_HELP, agent_class
 from lumos_gym.cli.args import (
     add_format,
+    base_url,
     nonnegative_float,
     nonnegative_int,
+    out_path,
     parse_kwargs,
     parse_model_args,
     positive_int,
     print_json,
+    temperature,
 )
 from lumos_gym.envs import load_plugins
-from lumos_gym.errors import ModelSpecError
+from lumos_gym.errors import AgentLoadError, ModelSpecError
 from lumos_gym.leaderboard.evaluate import EvaluationResult, RunConfig, evaluate
 from lumos_gym.leaderboard.results import format_table
 from lumos_gym.models.factory import ModelOptions, check_backend_options, default_backend
@@ -43,10 +46,12 @@ def add_evaluate(sub: argparse._SubParsersAction) -> None:
 def _add_task_flags(p: argparse.ArgumentParser) -> None:
     """The agent and what it runs on."""
     p.add_argument("--agent", default="lumos-i", help=f"{SPEC_HELP} (default: lumos-i)")
-    p.add_argument("--env", action="append", default=[], help="env id, repeatable")
+    p.add_argument("--env", action="extend", nargs="+", default=[], metavar="ID",
+                   help="env ids, one or more (--env A B), repeatable (--env A --env B)")
     p.add_argument("--suite", default=None,
                    help="suite name (lumos-gym suites) or suite .json file (default: offline)")
-    p.add_argument("--limit", type=positive_int, default=None, help="at most N tasks per env")
+    p.add_argument("--limit", type=positive_int, default=None,
+                   help="at most N tasks per env, at least 1")
     p.add_argument("--kwarg", "-k", action="append", default=[], metavar="KEY=VALUE",
                    help="env constructor argument (JSON value), repeatable")
 
@@ -66,13 +71,14 @@ def _add_model_flags(p: argparse.ArgumentParser) -> None:
                    help="the grounder's model, or a LoRA folder from lumos-gym train")
     p.add_argument("--adapter", action="append", default=[], metavar="[ROLE=]PATH",
                    help="peft adapter folder, for one role (planner=..., grounder=...) or all")
-    p.add_argument("--base-url", default=None, help="OpenAI-compatible server (openai backend)")
+    p.add_argument("--base-url", type=base_url, default=None,
+                   help="OpenAI-compatible server, http://HOST:PORT[/v1] (openai backend)")
     p.add_argument("--no-reference", action="store_true",
                    help="with no model named, run the untrained base model instead of the "
                    "shipped reference adapters (lumos-i)")
     p.add_argument("--batch-size", type=positive_int, default=32,
-                   help="episodes in flight (batch size; 32 by default: the demo's episodes "
-                   "were the same at 8, 16 and 32, and 32 was the fastest)")
+                   help="episodes in flight (batch size), at least 1 (32 by default: the demo's "
+                   "episodes were the same at 8, 16 and 32, and 32 was the fastest)")
     p.add_argument("--device", default=None, help="torch device (hf) or OpenVINO device (openvino)")
     p.add_argument("--dtype", default=None,
                    help="torch dtype (hf, vllm), or the precision of the openvino backend "
@@ -86,12 +92,15 @@ def _add_model_flags(p: argparse.ArgumentParser) -> None:
                    "are JSON when they parse, else text; an unknown key is refused with the "
                    "backend's keys; recorded in run.json")
     p.add_argument("--max-rounds", type=positive_int, default=None,
-                   help="plan/ground rounds per episode (default: Lumos' limit per task type "
-                   "or dataset)")
-    p.add_argument("--max-new-tokens", type=positive_int, default=128)
-    p.add_argument("--temperature", type=float, default=0.0)
+                   help="plan/ground rounds per episode, at least 1 (default: Lumos' limit per "
+                   "task type or dataset)")
+    p.add_argument("--max-new-tokens", type=positive_int, default=128,
+                   help="tokens a completion may have, at least 1 (default 128)")
+    p.add_argument("--temperature", type=temperature, default=0.0,
+                   help="sampling temperature, at least 0 (default 0: greedy)")
     p.add_argument("--seed", type=nonnegative_int, default=None,
-                   help="the seed of every episode and of the agent (default: the suite's, 0)")
+                   help="the seed of every episode and of the agent, at least 0 (default: the "
+                   "suite's, 0)")
 
 
 def _add_run_flags(p: argparse.ArgumentParser) -> None:
@@ -100,13 +109,14 @@ def _add_run_flags(p: argparse.ArgumentParser) -> None:
                    help="run shard I of N (round-robin over the sorted episode keys); join the "
                    "shards' --out folders with lumos-gym merge")
     p.add_argument("--wall-timeout", type=nonnegative_float, default=None,
-                   help="seconds an episode may run; then it ends as step-limit")
+                   help="seconds an episode may run, at least 0; then it ends as step-limit")
     p.add_argument("--infra-retries", type=nonnegative_int, default=2, metavar="N",
                    help="play an episode that ended in infra-error (the backend or env server "
                    "failed: an engine that dropped the request, a server that timed out "
                    "through its retries, not the agent) again from the start, up to N more "
-                   "times (default 2; 0: record it at once); --resume plays those left again")
-    p.add_argument("--out", default=None,
+                   "times, at least 0 (default 2; 0: record it at once); --resume plays those "
+                   "left again")
+    p.add_argument("--out", type=out_path, default=None,
                    help="results folder (default: a new results/AGENT-SUITE-YYYYmmdd-HHMMSS "
                    "per run, which results/latest then names)")
     p.add_argument("--resume", action="store_true",
@@ -118,9 +128,11 @@ def _add_run_flags(p: argparse.ArgumentParser) -> None:
                    help="run the episodes on Ray actors: this machine's Ray with no ADDRESS, "
                    "else a cluster (auto, ray://HOST:10001); needs lumos-gym[ray]")
     p.add_argument("--workers", type=positive_int, default=None,
-                   help="Ray actors (default: one per cluster CPU, or per --worker-gpus)")
+                   help="Ray actors, at least 1 (default: one per cluster CPU, or per "
+                   "--worker-gpus)")
     p.add_argument("--worker-gpus", type=nonnegative_float, default=0.0,
-                   help="GPUs per Ray actor (each hf/vllm actor loads its own model copy)")
+                   help="GPUs per Ray actor, at least 0 (each hf/vllm actor loads its own model "
+                   "copy)")
     p.add_argument("--keep-prompts", action="store_true", help="store prompts in the records")
     p.add_argument("--record-tokens", action="store_true",
                    help="also write tokens.jsonl: each model call's prompt and completion token "
@@ -161,6 +173,7 @@ def price_pair(text: str) -> tuple[float, float]:
 def cmd_evaluate(args: argparse.Namespace) -> int:
     """Run an agent on envs or a suite, write the results and print the summary (or its JSON)."""
     load_plugins()
+    check_agent(args.agent, agent_config(args))
     as_json = args.format == "json"
     # with --format json, stdout holds the summary alone: what the run prints goes to stderr
     with contextlib.redirect_stdout(sys.stderr) if as_json else contextlib.nullcontext():
@@ -173,6 +186,34 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         print(format_table(result.summary))
         print(written)
     return 0
+
+
+def check_agent(spec: str, config: AgentConfig) -> None:
+    """Load the agent ``spec`` names, and make one when it is the user's own (``file.py:Class``).
+
+    Whatever goes wrong becomes one error line, before any env or model loads: a file or
+    module that fails to import, one that exits (``SystemExit``, even with status 0) while
+    it is imported, and a constructor that raises.
+
+    Raises:
+        AgentLoadError: the agent cannot be loaded or made.
+    """
+    before = set(sys.modules)
+    try:
+        cls = agent_class(spec)
+    except SystemExit as e:
+        for name in set(sys.modules) - before:  # the module that exited half-imported
+            if name.startswith(FILE_MODULE_PREFIX):
+                del sys.modules[name]
+        raise AgentLoadError(f"importing {spec} failed: it exited (SystemExit: {e.code})"
+                             ) from None
+    if ":" not in spec:
+        return  # a registered agent: its constructor is lumos-gym's (or its plugin's) own
+    try:
+        cls(config)
+    except (Exception, SystemExit) as e:
+        raise AgentLoadError(f"{spec}: making the agent failed: {type(e).__name__}: {e}"
+                             ) from None
 
 
 def role_paths(pairs: Sequence[str]) -> dict[str, str]:

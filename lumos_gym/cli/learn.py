@@ -8,13 +8,25 @@ import re
 from typing import Any
 
 from lumos_gym.agents.base import AgentConfig
-from lumos_gym.cli.args import parse_kwargs
+from lumos_gym.cli.args import (
+    at_least,
+    finite_float,
+    nonnegative_float,
+    nonnegative_int,
+    out_path,
+    parse_kwargs,
+    positive_int,
+    temperature,
+)
 from lumos_gym.conversion.leakage import leakage_summary
 from lumos_gym.envs.registration import make_env, resolve_env_id
 from lumos_gym.errors import LumosGymError
 from lumos_gym.leaderboard.suites import get_suite
 from lumos_gym.models.factory import ModelOptions, default_backend
 from lumos_gym.workflows.improve import ImproveConfig, check_train_tasks, improve
+
+#: A GRPO group: advantages are relative to the group, so it holds two episodes or more.
+GROUP_SIZE = at_least(int, 2, "an integer")
 
 
 def _env(value: str) -> tuple[str, dict[str, Any]]:
@@ -73,11 +85,13 @@ def _add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--train-env", action="append", default=[], required=True,
                    metavar="ENV[:K=V,...]", help="a train-split env, repeatable, e.g. "
                    "'MathWord-v0:split=train,num_tasks=50'")
-    p.add_argument("--out", required=True, help="the run's folder")
-    p.add_argument("--limit", type=int, default=None, help="tasks per train env")
-    p.add_argument("--temperature", type=float, default=None, help="sampling temperature")
-    p.add_argument("--max-new-tokens", type=int, default=None)
-    p.add_argument("--max-rounds", type=int, default=None)
+    p.add_argument("--out", type=out_path, required=True, help="the run's folder")
+    p.add_argument("--limit", type=positive_int, default=None,
+                   help="tasks per train env, at least 1")
+    p.add_argument("--temperature", type=temperature, default=None,
+                   help="sampling temperature, at least 0")
+    p.add_argument("--max-new-tokens", type=positive_int, default=None, help="at least 1")
+    p.add_argument("--max-rounds", type=positive_int, default=None, help="at least 1")
     p.add_argument("--device", default="auto")
     p.add_argument("--leakage-suite", default="compare", metavar="SUITE",
                    help="check the train envs' tasks against this suite's test tasks before "
@@ -105,23 +119,29 @@ def add_improve(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--val-suite", default=None, metavar="SUITE",
                    help="score each round on this suite's envs (e.g. validation; a suite whose "
                    "role is test is refused)")
-    p.add_argument("--val-limit", type=int, default=None, help="tasks per validation env")
-    p.add_argument("--rounds", type=int, default=2)
-    p.add_argument("--samples", type=int, default=4, help="episodes per task and round")
-    p.add_argument("--min-reward", type=float, default=1.0)
+    p.add_argument("--val-limit", type=positive_int, default=None,
+                   help="tasks per validation env, at least 1")
+    p.add_argument("--rounds", type=positive_int, default=2, help="at least 1 (default 2)")
+    p.add_argument("--samples", type=positive_int, default=4,
+                   help="episodes per task and round, at least 1 (default 4)")
+    p.add_argument("--min-reward", type=finite_float, default=1.0,
+                   help="the least reward of a kept episode, any finite number (default 1)")
     p.add_argument("--recipe", default="cpu-small", help="the training recipe")
-    p.add_argument("--max-steps", type=int, default=None, help="training steps per round")
-    p.add_argument("--train-batch-size", type=int, default=None,
-                   help="records a forward pass in training (the recipe's by default)")
-    p.add_argument("--grad-accum", type=int, default=None,
-                   help="forward passes an optimizer step (with --train-batch-size 4 and "
-                   "--grad-accum 2, the step of 8 records in half the memory)")
-    p.add_argument("--lr", type=float, action="append", default=[], dest="lrs",
-                   help="a learning rate to try, repeatable: each round trains one candidate "
-                   "per rate and keeps the best on validation (default: the recipe's)")
+    p.add_argument("--max-steps", type=positive_int, default=None,
+                   help="training steps per round, at least 1")
+    p.add_argument("--train-batch-size", type=positive_int, default=None,
+                   help="records a forward pass in training, at least 1 (the recipe's by "
+                   "default)")
+    p.add_argument("--grad-accum", type=positive_int, default=None,
+                   help="forward passes an optimizer step, at least 1 (with --train-batch-size 4 "
+                   "and --grad-accum 2, the step of 8 records in half the memory)")
+    p.add_argument("--lr", type=nonnegative_float, action="append", default=[], dest="lrs",
+                   help="a learning rate to try (at least 0), repeatable: each round trains one "
+                   "candidate per rate and keeps the best on validation (default: the recipe's)")
     p.add_argument("--backend", default=None, choices=["hf", "openvino", "openai", "vllm"],
                    help="the engine of the sampling and scoring runs (by default as evaluate's)")
-    p.add_argument("--batch-size", type=int, default=32, help="episodes in flight")
+    p.add_argument("--batch-size", type=positive_int, default=32,
+                   help="episodes in flight, at least 1 (default 32)")
     p.set_defaults(func=cmd_improve)
 
 
@@ -166,11 +186,12 @@ def add_grpo(sub: argparse._SubParsersAction) -> None:
                        "the envs' rewards")
     _add_common(p)
     p.add_argument("--recipe", default=None, choices=["cpu-small", "gpu-small"])
-    for flag, kind in (("--steps", int), ("--tasks-per-step", int), ("--group-size", int),
-                       ("--lr", float), ("--beta", float), ("--invalid-penalty", float),
-                       ("--micro-batch", int), ("--save-steps", int), ("--batch-size", int),
-                       ("--seed", int)):
-        p.add_argument(flag, type=kind, default=None)
+    for flag, kind in (("--steps", positive_int), ("--tasks-per-step", positive_int),
+                       ("--group-size", GROUP_SIZE), ("--lr", nonnegative_float),
+                       ("--beta", nonnegative_float), ("--invalid-penalty", finite_float),
+                       ("--micro-batch", positive_int), ("--save-steps", positive_int),
+                       ("--batch-size", positive_int), ("--seed", nonnegative_int)):
+        p.add_argument(flag, type=kind, default=None, help=kind.range)
     p.add_argument("--resume", action="store_true", help="continue the run in --out")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_grpo)

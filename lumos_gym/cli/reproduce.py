@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import logging
 
-from lumos_gym.cli.args import nonnegative_int, positive_int
+from lumos_gym.cli.args import count, nonnegative_int, out_path, positive_int
 from lumos_gym.errors import LumosGymError
 
 
@@ -19,27 +19,30 @@ def add_reproduce(sub: argparse._SubParsersAction) -> None:
         "run resumes.",
     )
     p.add_argument("what", choices=["offline"], help="offline: the default model, no download")
-    p.add_argument("--out", default="runs/reference", help="output folder")
+    p.add_argument("--out", type=out_path, default="runs/reference", help="output folder")
     p.add_argument("--agents", default="lumos-i",
                    help="comma-separated: lumos-i, lumos-o, integrated, react, cot, direct")
-    p.add_argument("--num-tasks", type=positive_int, default=200,
-                   help="data build size (default 200)")
+    p.add_argument("--num-tasks", type=count, default=200,
+                   help="data build size, 1 to 1000000 (default 200)")
     p.add_argument("--seed", type=nonnegative_int, default=0,
-                   help="the training seed, and the mixture's unless --mix-seed is given")
+                   help="the training seed, at least 0, and the mixture's unless --mix-seed is "
+                   "given")
     p.add_argument("--mix-seed", type=nonnegative_int, default=None,
-                   help="the seed that draws the cpu budget's mixture (default: --seed); keep it "
-                   "fixed to train seeds of one agent on the same records")
+                   help="the seed that draws the cpu budget's mixture, at least 0 (default: "
+                   "--seed); keep it fixed to train seeds of one agent on the same records")
     p.add_argument("--base-model", default="smollm2-135m")
-    p.add_argument("--threads", type=int, default=None, help="CPU threads for training")
-    p.add_argument("--batch-size", type=int, default=8, help="evaluation batch size")
+    p.add_argument("--threads", type=positive_int, default=None,
+                   help="CPU threads for training, at least 1")
+    p.add_argument("--batch-size", type=positive_int, default=8,
+                   help="evaluation batch size, at least 1 (default 8)")
     p.add_argument("--budget", default="cpu", choices=["cpu", "gpu"],
                    help="cpu: a 640-record mixture, 110 steps a model (about 25 min each on two "
                    "cores); gpu: every record, 3 epochs of the gpu-small recipe")
     p.add_argument("--until", default="report", choices=["data", "train", "report"],
                    help="data: stop after building the data; train: stop after training "
                    "(e.g. on a GPU machine without the envs)")
-    p.add_argument("--parallel", type=int, default=1,
-                   help="models trained at once, each in its own process")
+    p.add_argument("--parallel", type=positive_int, default=1,
+                   help="models trained at once, each in its own process; at least 1")
     p.add_argument("--families", default="",
                    help="train on these env families' records alone (comma-separated: math, qa, "
                    "code, web, multimodal, games): the domain-specific agents")

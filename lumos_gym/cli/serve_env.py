@@ -24,12 +24,15 @@ def add_serve_env(sub: argparse._SubParsersAction) -> None:
                    help="TCP port, 0 to 65535 (0: a free one; default 8000)")
     add_exposure(p, max_body_mb=16)
     p.add_argument("--max-sessions", type=positive_int, default=64,
-                   help="sessions (env instances) open at once; one more is refused (default 64)")
+                   help="sessions (env instances) open at once; one more is refused; at least 1 "
+                   "(default 64)")
     p.add_argument("--idle-timeout", type=SECONDS,
-                   default=600.0, help="close a session idle this many seconds (default 600)")
+                   default=600.0,
+                   help="close a session idle this many seconds, at least 0.001 (default 600)")
     p.add_argument("--step-timeout", type=SECONDS,
                    default=300.0,
-                   help="answer a reset or step that runs longer with an error (default 300)")
+                   help="answer a reset or step that runs longer with an error; seconds, at "
+                   "least 0.001 (default 300)")
     p.add_argument("--log-level", default="warning",
                    choices=["critical", "error", "warning", "info", "debug"])
     p.set_defaults(func=cmd_serve_env)

@@ -6,7 +6,13 @@ import argparse
 import logging
 from typing import TYPE_CHECKING
 
-from lumos_gym.cli.args import nonnegative_int
+from lumos_gym.cli.args import (
+    fraction,
+    nonnegative_float,
+    nonnegative_int,
+    out_path,
+    positive_int,
+)
 from lumos_gym.errors import LumosGymError
 
 if TYPE_CHECKING:  # annotations only: importing the training stack stays lazy
@@ -29,9 +35,11 @@ def add_train(sub: argparse._SubParsersAction) -> None:
                    help="training records (JSONL with 'messages'), repeatable")
     p.add_argument("--base-model", default="smollm2-135m",
                    help="alias, local folder or hub id (default: smollm2-135m)")
-    p.add_argument("--out", required=True, help="output folder (checkpoints, logs, result)")
+    p.add_argument("--out", type=out_path, required=True,
+                   help="output folder (checkpoints, logs, result)")
     p.add_argument("--recipe", default=None, help="lumos-paper, cpu-small or gpu-small")
-    p.add_argument("--lora", type=int, default=None, metavar="R", help="LoRA rank")
+    p.add_argument("--lora", type=positive_int, default=None, metavar="R",
+                   help="LoRA rank, at least 1")
     p.add_argument("--full", action="store_true", help="train every weight (no LoRA)")
     p.add_argument("--lora-targets", default=None,
                    help="comma-separated module names, or all-linear (default)")
@@ -42,27 +50,32 @@ def add_train(sub: argparse._SubParsersAction) -> None:
 
 def _add_schedule_flags(p: argparse.ArgumentParser) -> None:
     """The recipe overrides: steps, batches, packing, precision, evaluation and saving."""
-    p.add_argument("--epochs", type=float, default=None)
-    p.add_argument("--max-steps", type=int, default=None, help="optimizer steps (0: use epochs)")
-    p.add_argument("--lr", type=float, default=None)
-    p.add_argument("--max-length", type=int, default=None, help="tokens per record")
-    p.add_argument("--batch-size", type=int, default=None, help="rows per device per pass")
-    p.add_argument("--grad-accum", type=int, default=None)
+    p.add_argument("--epochs", type=nonnegative_float, default=None, help="at least 0")
+    p.add_argument("--max-steps", type=nonnegative_int, default=None,
+                   help="optimizer steps, at least 0 (0: use epochs)")
+    p.add_argument("--lr", type=nonnegative_float, default=None,
+                   help="learning rate, at least 0")
+    p.add_argument("--max-length", type=positive_int, default=None,
+                   help="tokens per record, at least 1")
+    p.add_argument("--batch-size", type=positive_int, default=None,
+                   help="rows per device per pass, at least 1")
+    p.add_argument("--grad-accum", type=positive_int, default=None, help="at least 1")
     pack = p.add_mutually_exclusive_group()
     pack.add_argument("--pack", dest="pack", action="store_true", default=None,
                       help="pack records into max-length rows (no cross-record attention)")
     pack.add_argument("--no-pack", dest="pack", action="store_false",
                       help="length-grouped padded batches instead")
     p.add_argument("--precision", default=None, choices=["auto", "bf16", "fp16", "fp32"])
-    p.add_argument("--eval-fraction", type=float, default=None, help="held-out share")
-    p.add_argument("--eval-steps", type=int, default=None)
-    p.add_argument("--save-steps", type=int, default=None)
-    p.add_argument("--max-records", type=int, default=None)
-    p.add_argument("--seed", type=nonnegative_int, default=None)
+    p.add_argument("--eval-fraction", type=fraction, default=None,
+                   help="held-out share, 0 to 1")
+    p.add_argument("--eval-steps", type=positive_int, default=None, help="at least 1")
+    p.add_argument("--save-steps", type=positive_int, default=None, help="at least 1")
+    p.add_argument("--max-records", type=positive_int, default=None, help="at least 1")
+    p.add_argument("--seed", type=nonnegative_int, default=None, help="at least 0")
     p.add_argument("--merge", action="store_true", help="also save a merged model (OUT/merged)")
     p.add_argument("--resume", action="store_true", help="continue from OUT's last checkpoint")
     p.add_argument("--device", default=None, help="auto, cpu or cuda")
-    p.add_argument("--threads", type=int, default=None, help="CPU threads")
+    p.add_argument("--threads", type=positive_int, default=None, help="CPU threads, at least 1")
     p.add_argument("--report-to", default=None, choices=["tensorboard", "none"])
 
 

@@ -8,6 +8,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from lumos_gym.cli.args import out_path, port
 from lumos_gym.envs import load_plugins
 from lumos_gym.leaderboard.viewer import (
     SOLVED,
@@ -34,13 +35,13 @@ def add_view(sub: argparse._SubParsersAction) -> None:
                    help="a results folder, or the folders of one run (results/<agent>)")
     p.add_argument("other", nargs="?", default=None, metavar="OTHER",
                    help="a second run of the same tasks to compare with (B)")
-    p.add_argument("--out", default=None, metavar="DIR",
+    p.add_argument("--out", type=out_path, default=None, metavar="DIR",
                    help=f"folder for the pages (default: RESULTS/{VIEW_FOLDER}, or "
                    f"RESULTS/{VIEW_FOLDER}-vs-<OTHER's name>; with --serve, a temporary "
                    "folder removed when the server stops)")
-    p.add_argument("--serve", nargs="?", type=int, const=8000, default=None, metavar="PORT",
+    p.add_argument("--serve", nargs="?", type=port, const=8000, default=None, metavar="PORT",
                    help="serve the pages on http://127.0.0.1:PORT/ until interrupted "
-                   "(default port 8000; 0: any free port)")
+                   "(PORT 0 to 65535; default 8000; 0: any free port)")
     p.set_defaults(func=cmd_view)
 
 

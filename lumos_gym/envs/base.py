@@ -21,9 +21,10 @@ from __future__ import annotations
 
 import numbers
 import re
+import sys
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -44,6 +45,8 @@ MAX_OBSERVATION_CHARS = 200_000
 MAX_ACTION_CHARS = 8_192
 #: Most actions executed from one ``step`` call.
 MAX_ACTIONS_PER_STEP = 64
+#: The keys ``reset``'s ``options`` may hold (see :meth:`LumosEnv.reset`).
+RESET_OPTION_KEYS = frozenset({"task_id", "index", "reference"})
 
 ANSWER_SPEC = ToolSpec("Answer", "Answer(answer)", "Submit the final answer and end the episode")
 STOP_SPEC = ToolSpec("Stop", "Stop()", "Give up and end the episode where it stands")
@@ -156,6 +159,8 @@ class LumosEnv(gym.Env[str, str], ABC):
     #: True when episodes end with the agent's ``Answer(...)``; False when the environment
     #: ends them (web, games: see :class:`EpisodeSession`), with ``Stop()`` to give up.
     ends_by_answer: ClassVar[bool] = True
+    #: The keys ``reset``'s ``options`` may hold; another is a :class:`ResetOptionsError`.
+    reset_option_keys: ClassVar[frozenset[str]] = RESET_OPTION_KEYS
 
     def __init__(
         self,
@@ -207,16 +212,38 @@ class LumosEnv(gym.Env[str, str], ABC):
     ) -> tuple[str, dict[str, Any]]:
         """Start an episode on a task.
 
+        A reset that raises leaves the env as usable as before it: the options are checked
+        before anything changes, and an episode that fails to start (its engine) is dropped, so
+        that the next ``reset`` starts afresh (through ``gymnasium.make``'s checker too).
+
         Args:
             seed: seeds ``np_random``, which draws the task when none is named.
             options: ``{"task_id": ...}`` or ``{"index": i}`` (``0 <= i < len(tasks)``) picks the
-                task; options that are not a mapping, an unknown task id or a bad index raise
-                ``TypeError``, :class:`LumosGymError` or ``ValueError``. In a privileged
-                env, ``{"reference": {...}}`` adds gold facts for reference tool backends, merged
-                one level deep into :meth:`task_reference` (replay verification passes an
-                annotation's own ``QA`` results this way).
+                task. In a privileged env, ``{"reference": {...}}`` adds gold facts for reference
+                tool backends, merged one level deep into :meth:`task_reference` (replay
+                verification passes an annotation's own ``QA`` results this way).
+
+        Raises:
+            ResetOptionsError: ``options`` is not a mapping, holds another key than those of
+                :attr:`reset_option_keys`, names an unknown task id or a bad index (one that is
+                not an int is also a ``TypeError``, one out of range a ``ValueError``).
         """
-        options = _reset_options(options)
+        try:
+            return self._reset(seed, self.check_reset_options(options))
+        except Exception:
+            _rearm_env_checker(self)
+            raise
+
+    def check_reset_options(self, options: Any) -> Mapping[str, Any]:
+        """Return ``options`` of :meth:`reset` (None: none) once checked; changes nothing.
+
+        Raises:
+            ResetOptionsError: as :meth:`reset` says.
+        """
+        return validate_reset_options(options, self._by_id, owner=type(self).__name__,
+                                      known=self.reset_option_keys)
+
+    def _reset(self, seed: int | None, options: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
         super().reset(seed=seed)
         task = self._pick_task(options)
         reference: dict[str, Any] = {}
@@ -234,8 +261,13 @@ class LumosEnv(gym.Env[str, str], ABC):
             reference=reference,
         )
         self._episode = EpisodeState(task=task, context=context)
-        context.session = self.open_session(task)
-        text = normalize_text(self.task_observation(task))
+        try:
+            context.session = self.open_session(task)
+            text = normalize_text(self.task_observation(task))
+        except Exception:  # no half-started episode: step asks for a reset, which starts afresh
+            self._close_session()
+            self._episode = None
+            raise
         self._transcript = [f"Task: {text}"]
         info = self._info()
         if self.privileged:
@@ -321,24 +353,11 @@ class LumosEnv(gym.Env[str, str], ABC):
 
     # ---------------------------------------------------------------------------- internals
     def _pick_task(self, options: Mapping[str, Any]) -> Task:
+        """Return the task ``options`` (checked) name, else one drawn from ``np_random``."""
         if "task_id" in options:
-            task_id = options["task_id"]
-            if task_id not in self._by_id:
-                raise LumosGymError(f"unknown task_id {task_id!r} ({len(self.tasks)} tasks)")
-            return self.tasks[self._by_id[task_id]]
+            return self.tasks[self._by_id[options["task_id"]]]
         if "index" in options:
-            index = options["index"]
-            if isinstance(index, bool) or not isinstance(index, numbers.Integral):
-                raise TypeError(
-                    f"reset options: 'index' must be an int, not {type(index).__name__} "
-                    f"({index!r})"
-                )
-            if not 0 <= index < len(self.tasks):
-                raise ValueError(
-                    f"reset options: 'index' {index} is out of range: {type(self).__name__} "
-                    f"has {len(self.tasks)} tasks, 0 to {len(self.tasks) - 1}"
-                )
-            return self.tasks[int(index)]
+            return self.tasks[int(options["index"])]
         return self.tasks[int(self.np_random.integers(len(self.tasks)))]
 
     def _close_session(self) -> None:
@@ -477,16 +496,101 @@ class LumosEnv(gym.Env[str, str], ABC):
         return "Stopped."
 
 
-def _reset_options(options: Any) -> Mapping[str, Any]:
-    """Return the options of ``reset`` (None is none); anything but a mapping is a TypeError."""
+class ResetOptionsError(LumosGymError, ValueError):
+    """``reset``'s options are not ones the env takes: another key, an unknown task, a bad index."""
+
+
+class ResetOptionsTypeError(ResetOptionsError, TypeError):
+    """``reset``'s options, or a value in them, are of the wrong type."""
+
+
+def validate_reset_options(options: Any, task_ids: Collection[str], *, owner: str = "the env",
+                           known: Collection[str] = RESET_OPTION_KEYS) -> Mapping[str, Any]:
+    """Return the options of a ``reset`` (None: none) once checked against the env's tasks.
+
+    What :meth:`LumosEnv.reset` checks before it changes anything, and what ``serve-env``
+    checks before a session is opened.
+
+    Args:
+        options: the options given.
+        task_ids: the env's task ids (``index`` ranges over ``0 .. len(task_ids) - 1``).
+        owner: names the env in the errors.
+        known: the keys the options may hold.
+
+    Raises:
+        ResetOptionsTypeError: ``options`` is not a mapping, ``task_id`` not a string, ``index``
+            not an int or ``reference`` not a mapping.
+        ResetOptionsError: another key than ``known``, an unknown task id, an index out of
+            range.
+    """
     if options is None:
         return {}
     if not isinstance(options, Mapping):
-        raise TypeError(
+        raise ResetOptionsTypeError(
             f"reset options must be a dict such as {{'index': 0}} or {{'task_id': ...}}, "
             f"not {type(options).__name__} ({options!r:.60})"
         )
+    unknown = sorted(str(key)[:60] for key in options if key not in known)
+    if unknown:
+        raise ResetOptionsError(
+            f"reset options: unknown key(s) {', '.join(map(repr, unknown))}; "
+            f"{owner} takes {', '.join(sorted(known))}"
+        )
+    if "task_id" in options:
+        task_id = options["task_id"]
+        if not isinstance(task_id, str):
+            raise ResetOptionsTypeError(
+                f"reset options: 'task_id' must be a string, not {type(task_id).__name__}"
+            )
+        if task_id not in task_ids:
+            raise ResetOptionsError(
+                f"unknown task_id {task_id[:200]!r} ({len(task_ids)} tasks in {owner})"
+            )
+    if "index" in options:
+        index = options["index"]
+        if isinstance(index, bool) or not isinstance(index, numbers.Integral):
+            raise ResetOptionsTypeError(
+                f"reset options: 'index' must be an int, not {type(index).__name__} "
+                f"({index!r:.60})"
+            )
+        if not 0 <= index < len(task_ids):
+            raise ResetOptionsError(
+                f"reset options: 'index' {index} is out of range: {owner} "
+                f"has {len(task_ids)} tasks, 0 to {len(task_ids) - 1}"
+            )
+    reference = options.get("reference")
+    if reference is not None and not isinstance(reference, Mapping):
+        raise ResetOptionsTypeError(
+            f"reset options: 'reference' must be a dict, not {type(reference).__name__}"
+        )
     return options
+
+
+def _rearm_env_checker(env: gym.Env) -> None:
+    """Let Gymnasium's ``PassiveEnvChecker`` take the next reset of ``env`` as its first.
+
+    The checker marks its first reset as checked before it calls the env and keeps that call's
+    result for its first step; when that reset raises, the mark stays with no result, and the
+    first step then fails inside the checker (``TypeError: cannot unpack non-iterable
+    NoneType``) however well the env was reset since. The env holds no reference to its
+    wrappers, so the checker is found among the callers of this reset (``gymnasium.make`` puts
+    it right around the env, a few frames up) and its mark is cleared.
+    """
+    frame = sys._getframe(1)
+    for _ in range(32):  # far more frames than any wrapper chain of gymnasium.make
+        if frame is None:
+            return
+        caller = frame.f_locals.get("self")
+        if (
+            isinstance(caller, gym.wrappers.PassiveEnvChecker)
+            and caller.unwrapped is env
+            and caller.checked_reset
+            and not caller.checked_step
+            and getattr(caller, "_previous_data", None) is None
+        ):
+            caller.checked_reset = False
+            return
+        frame = frame.f_back
 
 
 def _copy_level(value: Any) -> Any:

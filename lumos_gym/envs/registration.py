@@ -19,8 +19,11 @@ first table filled from the families.
 
 from __future__ import annotations
 
+import difflib
 import functools
 import importlib
+import inspect
+import math
 import warnings
 from collections.abc import Callable, Iterable, MutableMapping
 from dataclasses import dataclass, field
@@ -67,6 +70,9 @@ def register_env(
     gym.register(
         id=id, entry_point=entry_point, max_episode_steps=max_episode_steps, kwargs=kwargs or {}
     )
+    short = id.removeprefix("lumos/")
+    if short not in gym.registry:  # gym.make("GSM8K-v0") names the full id
+        gym.register(id=short, entry_point=functools.partial(_full_id_only, id))
     ENVS.register(
         id,
         EnvInfo(id, entry_point, sources, size, description, max_episode_steps, dict(kwargs or {})),
@@ -77,6 +83,21 @@ def unregister_env(id: str) -> None:
     """Remove an env id from Gymnasium and from the lumos-gym env table."""
     ENVS.unregister(id)
     gym.registry.pop(id, None)
+    short = gym.registry.get(id.removeprefix("lumos/"))
+    creator = short.entry_point if short is not None else None
+    if isinstance(creator, functools.partial) and creator.args == (id,):
+        gym.registry.pop(id.removeprefix("lumos/"))  # the short id register_env added
+
+
+def _full_id_only(id: str, **kwargs: Any) -> gym.Env:
+    """The env of a short id (``GSM8K-v0``): an error naming the full one (``lumos/GSM8K-v0``).
+
+    Raises:
+        gymnasium.error.NameNotFound: always.
+    """
+    raise gym.error.NameNotFound(
+        f"{id.removeprefix('lumos/')} is a lumos-gym env: give its full id, {id!r} "
+        f"(gym.make({id!r}); lumos-gym's commands take either)")
 
 
 # ------------------------------------------------------------------------------- families
@@ -265,12 +286,136 @@ def load_plugins() -> tuple[str, ...]:
     return tuple(loaded)
 
 
+#: The most tasks, games or items a count option (``num_tasks``, ``limit``...) may ask for: a
+#: larger one would generate for hours before anything is printed.
+MAX_COUNT = 10**6
+
+#: ``gym.make``'s own keyword arguments, taken with every env's.
+MAKE_OPTIONS = ("max_episode_steps", "disable_env_checker")
+
+
+def env_options(env_id: str) -> dict[str, inspect.Parameter] | None:
+    """Return the keyword arguments that ``env_id``'s class takes, by name.
+
+    The constructors of the class and its bases are read until one that takes no
+    ``**options`` (a base that a subclass passes the rest to).
+
+    Returns:
+        The parameters, or ``None`` when they cannot be known (an unknown id, an entry point
+        that cannot be imported or is not a class, a constructor that takes any keyword):
+        ``gym.make`` then says what is wrong.
+    """
+    try:
+        cls = gym.spec(env_id).entry_point
+        if isinstance(cls, str):
+            module, _, name = cls.partition(":")
+            cls = getattr(importlib.import_module(module), name, None)
+    except Exception:  # noqa: BLE001  # gym.make, next, reports it with its own message
+        return None
+    if not isinstance(cls, type):
+        return None
+    options: dict[str, inspect.Parameter] = {}
+    for klass in cls.__mro__:
+        if klass is object or "__init__" not in vars(klass):
+            continue
+        parameters = list(inspect.signature(klass.__init__).parameters.values())[1:]
+        for parameter in parameters:
+            if parameter.kind in (parameter.KEYWORD_ONLY, parameter.POSITIONAL_OR_KEYWORD):
+                options.setdefault(parameter.name, parameter)
+        if not any(p.kind == p.VAR_KEYWORD for p in parameters):
+            return options
+    return None
+
+
+def check_env_kwargs(env_id: str, kwargs: dict[str, Any]) -> None:
+    """Refuse constructor arguments that ``env_id`` does not take, or values of the wrong kind.
+
+    An unknown name is named with the env's options and the closest one; an option that takes
+    an integer (a count, a seed) or a number refuses text and numbers that are not finite; a
+    count (``num_*``, ``limit``) is at most :data:`MAX_COUNT`; ``max_episode_steps`` is at
+    least 1. All this before any task is generated, which a huge count would take hours at.
+
+    Raises:
+        LumosGymError: an argument the env cannot take, as ``cannot make ENV with {...}:
+            why``.
+    """
+    try:
+        _check_kwargs(env_id, kwargs)
+    except LumosGymError as e:
+        shown = {k: v for k, v in kwargs.items() if k != "disable_env_checker"}
+        raise LumosGymError(f"cannot make {env_id} with {shown}: {e}") from None
+
+
+def _check_kwargs(env_id: str, kwargs: dict[str, Any]) -> None:
+    """:func:`check_env_kwargs`, its errors saying what is wrong alone."""
+    options = env_options(env_id)
+    for key, value in kwargs.items():
+        if key == "disable_env_checker":
+            continue
+        if key == "max_episode_steps":
+            _check_int(key, value, 1, None)
+            continue
+        if options is not None and key not in options:
+            names = sorted({*options, *MAKE_OPTIONS})
+            close = difflib.get_close_matches(key, names, n=1)
+            hint = f" (did you mean {close[0]}?)" if close else ""
+            raise LumosGymError(f"unexpected keyword argument {key!r}{hint}; its options: "
+                                f"{', '.join(names)}")
+        if isinstance(value, float) and not math.isfinite(value):
+            raise LumosGymError(f"{key}={value}: expected a finite number")
+        kind = _option_kind(options[key]) if options is not None else None
+        if kind is int or key.startswith("num_") or key == "limit":
+            if value is None and _optional(options, key):
+                continue
+            low = 0 if key.startswith("num_") or key == "limit" else None
+            high = MAX_COUNT if low is not None else None
+            _check_int(key, value, low, high)
+        elif kind is float and not (value is None and _optional(options, key)):
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise LumosGymError(f"{key} takes a number, got {value!r}")
+
+
+def _option_kind(parameter: inspect.Parameter) -> type | None:
+    """``int`` or ``float`` for an option annotated or defaulting so, else ``None``."""
+    annotation = str(parameter.annotation).replace(" ", "")
+    for kind in (int, float):
+        if annotation in (kind.__name__, f"{kind.__name__}|None"):
+            return kind
+    default = parameter.default
+    if not isinstance(default, bool) and isinstance(default, int | float):
+        return type(default)
+    return None
+
+
+def _optional(options: dict[str, inspect.Parameter] | None, key: str) -> bool:
+    """Whether ``key`` takes ``None``: its annotation allows it, or it defaults to it."""
+    if options is None:
+        return True
+    parameter = options[key]
+    return parameter.default is None or "None" in str(parameter.annotation)
+
+
+def _check_int(key: str, value: Any, low: int | None, high: int | None) -> None:
+    """Raise ``LumosGymError`` unless ``value`` is an integer from ``low`` to ``high``."""
+    if isinstance(value, float) and value.is_integer() and abs(value) <= 2**53:
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise LumosGymError(f"{key} takes an integer, got {value!r}")
+    if low is not None and value < low or high is not None and value > high:
+        shown = f"{low} to {high}" if high is not None else f"at least {low}"
+        raise LumosGymError(f"{key} must be {shown}, got {value}")
+
+
 def make_env(env_id: str, **kwargs: Any) -> gym.Env:
     """``gym.make(env_id, **kwargs)``, with an env that cannot be made as a clear error.
 
+    The arguments are checked first (:func:`check_env_kwargs`).
+
     Raises:
-        LumosGymError: the env's constructor failed (a misspelt ``-k`` name, a bad value...).
+        LumosGymError: an argument the env does not take, or of the wrong kind or size; or
+            the env's constructor failed (a bad value...).
     """
+    check_env_kwargs(env_id, kwargs)
     try:
         return gym.make(env_id, **kwargs)
     except LumosGymError:
@@ -314,11 +459,14 @@ def resolve_env_id(spec: str) -> str:
 __all__ = [
     "ENVS",
     "FAMILIES",
+    "MAX_COUNT",
     "PLUGIN_GROUP",
     "EnvInfo",
     "Family",
     "Table",
+    "check_env_kwargs",
     "env_ids",
+    "env_options",
     "families",
     "fill_from_families",
     "load_plugins",

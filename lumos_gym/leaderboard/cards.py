@@ -97,8 +97,9 @@ def card_text(run: Mapping[str, Any]) -> str:
     """One line naming what scored the run, its own agent's code, and what trained its adapters."""
     git = run.get("git") or {}
     commit = str(git.get("commit") or "?")[:7] + (" (dirty)" if git.get("dirty") else "")
-    backends = ", ".join(run.get("backend") or []) or "?"
-    parts = [f"scored at {commit} on {backends}"]
+    backends = ", ".join(run.get("backend") or [])
+    # an agent without a model (oracle, a scripted one) records no backend
+    parts = [f"scored at {commit} on {backends}" if backends else f"scored at {commit}, no model"]
     source = source_text(run)
     if source is not None:
         parts.append(source)

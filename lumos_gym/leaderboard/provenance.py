@@ -2,7 +2,8 @@
 
 :func:`provenance` records the code (version, git commit), the agent (and, for an agent from
 outside lumos-gym, its module or file with a checksum), each role's model and adapters (with
-checksums and the card of their training), decoding, the machine and the library versions;
+checksums and the card of their training), decoding, the machine, the sandbox's isolation level
+(``sandbox``) and the library versions;
 :func:`model_args` the backend options, secrets hidden;
 :func:`data_provenance` where each env's tasks come from, with checksums; :func:`fingerprint`
 what must match for a run to resume another. :func:`portable_paths` writes this machine's
@@ -44,6 +45,7 @@ from lumos_gym.gitinfo import git_provenance
 from lumos_gym.jsonl import cache_root, read_json_object, write_json_atomic
 from lumos_gym.leaderboard.suites import suite_entries
 from lumos_gym.models.base import Backend
+from lumos_gym.tools import sandbox
 from lumos_gym.training.grpo import REPORT_FILE as GRPO_REPORT
 from lumos_gym.training.grpo import checkpoint_report
 from lumos_gym.training.trainer import REPORT_FILE
@@ -218,6 +220,14 @@ def _hardware() -> dict[str, Any]:
         except Exception:  # provenance must never stop a run
             pass
     return info
+
+
+def _sandbox() -> dict[str, Any] | None:
+    """Return how the Code sandbox isolates programs here (probed once per process)."""
+    try:
+        return sandbox.isolation_record()
+    except Exception:  # provenance must never stop a run
+        return None
 
 
 def _adapter_checksums(backends: Mapping[str, Backend]) -> dict[str, dict[str, str | None]]:
@@ -477,6 +487,8 @@ def provenance(
         "adapters": _adapter_checksums(backends),
         "training": _training_cards(backends),
         "hardware": _hardware(),
+        # the isolation level of the sandbox that runs Code programs and scores code here
+        "sandbox": _sandbox(),
         "python": sys.version.split()[0],
         "platform": platform.platform(),
         "versions": versions,

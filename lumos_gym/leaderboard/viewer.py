@@ -340,7 +340,8 @@ def _episode_section(
         f'<section class="episode" id="{anchor(record)}" data-tags="{_e(_run_tags(record))}" '
         f'data-reward="{reward_of(record)}" data-turns="{len(record.get("turns") or [])}" '
         f'data-tokens="{tokens_of(record)}" data-order="{n}">'
-        f"{_episode_info(record, base, page_dir)}{_length_note(record, len(groups), link)}"
+        f"{_episode_info(as_shown(record), base, page_dir)}"
+        f"{_length_note(record, len(groups), link)}"
         "<details open><summary>turns, numbered by subgoal</summary>"
         f"{_groups_html(groups, base, page_dir)}</details></section>"
     )
@@ -395,6 +396,21 @@ def _pair_tags(a: Mapping[str, Any], b: Mapping[str, Any]) -> str:
     return " ".join(tags)
 
 
+def as_shown(record: Mapping[str, Any]) -> dict[str, Any]:
+    """``record`` as an episode's heading shows it.
+
+    A completed episode below :data:`SOLVED` gets the status ``completed, failed`` (not the
+    green badge of ``completed``, which reads as solved), and an empty prediction reads
+    ``(empty)`` rather than nothing. The filter tags still use the recorded status.
+    """
+    shown = dict(record)
+    if shown.get("status") == "completed" and reward_of(record) < SOLVED:
+        shown["status"] = "completed, failed"
+    if shown.get("prediction") == "":
+        shown["prediction"] = "(empty)"
+    return shown
+
+
 def _kind_badge(kind: str | None) -> str:
     if kind is None:
         return '<span class="kind">same reward</span>'
@@ -412,7 +428,7 @@ def _pair_section(
     for run, record, home, own in zip(runs, pair, homes, groups, strict=True):
         target = _env_page(out, run.folder, str(record["env_id"]))
         link = f' · <a href="{_link(target, page_dir, anchor(record))}">{_e(run.label)} page</a>'
-        heads.append(_episode_info(record, home, page_dir, task=False)
+        heads.append(_episode_info(as_shown(record), home, page_dir, task=False)
                      + _length_note(record, len(own), link))
     rows = [f"<tr><td>{heads[0]}</td><td>{heads[1]}</td></tr>"]
     for i in range(max(len(g) for g in groups)):

@@ -3,30 +3,54 @@
 The routes are those of ``openenv-core``'s env server, so that its clients (``EnvClient``,
 ``GenericEnvClient`` and what TRL, SkyRL, ART and Unsloth build on them) work unchanged:
 
-* ``WS /ws``: a persistent session with its own env instance. The client sends
-  ``{"type": "reset", "data": {"seed"?, "options"?, "episode_id"?}}``, ``{"type": "step",
-  "data": {"text": ACTION}}``, ``{"type": "state"}`` or ``{"type": "close"}``; the server answers
-  ``{"type": "observation", "data": {"observation", "reward", "done"}}``, ``{"type": "state",
-  "data": ...}`` or ``{"type": "error", "data": {"message", "code"}}``.
+* ``WS /ws``: a persistent session with its own env instance, owned by the connection (no
+  token). The client sends ``{"type": "reset", "data": {"seed"?, "options"?, "episode_id"?}}``,
+  ``{"type": "step", "data": {"text": ACTION}}``, ``{"type": "state"}`` or ``{"type":
+  "close"}``; the server answers ``{"type": "observation", "data": {"observation", "reward",
+  "done"}}``, ``{"type": "state", "data": ...}`` or ``{"type": "error", "data": {"message",
+  "code"}}``. A bad message is answered with an error and the session goes on; the session
+  and its env end when the connection does.
 * ``POST /reset``, ``POST /step``, ``GET /state``: the same over HTTP. OpenEnv's HTTP routes
-  make a new env per request; here ``/reset`` opens a session (or restarts the one named by
-  ``session_id``) and answers its id in the body and in the ``X-Session-Id`` header, which
-  ``/step`` and ``/state`` then take (body field, query parameter or header), so that an episode
-  can be played to its end over plain HTTP too. ``DELETE /sessions/{id}`` ends one.
+  make a new env per request; here ``/reset`` opens a session and answers its id and its
+  owner token, in the body (``session_id``, ``session_token``) and in the ``X-Session-Id`` and
+  ``X-Session-Token`` headers. ``/step``, ``GET /state`` and ``DELETE /sessions/{id}`` take
+  the id (body field, query parameter or header) and need the token in the
+  ``X-Session-Token`` header; a ``/reset`` naming a session (with its token) starts a new
+  episode in that session's env. A wrong or missing token is answered as an unknown id (404
+  ``SESSION_ERROR``), so a client learns nothing of the sessions of others.
 * ``GET /health``, ``/metadata``, ``/schema`` (action, observation and state JSON schemas),
-  ``/sessions`` (the open sessions and the capacity) and ``/env`` (what ``lumos/remote`` needs:
-  the env id and arguments, task ids, task type, spaces).
+  ``/sessions`` (the capacity, how many sessions are open, and the sessions whose tokens the
+  request carries in ``X-Session-Token``, comma-separated or repeated: all of them on a server
+  with an API key, whose every client holds the key) and ``/env`` (what ``lumos/remote``
+  needs: the env id and arguments, task ids, reset options, task type, spaces).
 
 Observations are :func:`lumos_gym.envs.remote.encode_step`'s: ``{"text", "image"?, "info",
 "terminated", "truncated"}``. Sessions, capacity, idle reaping and crashes are
-:class:`~lumos_gym.serving.sessions.SessionPool`'s; error codes are OpenEnv's (HTTP statuses:
-``CAPACITY_REACHED`` 503, ``SESSION_ERROR`` 404, ``VALIDATION_ERROR`` 422, ``EXECUTION_ERROR``
-and ``FACTORY_ERROR`` 500). Shutting down (Ctrl-C, SIGTERM) closes every session's env.
+:class:`~lumos_gym.serving.sessions.SessionPool`'s; error codes are OpenEnv's. Over HTTP each
+error is one line of JSON, ``{"detail", "code"}``, with the status of its code:
+
+* ``INVALID_JSON`` 400: a body or message that is not JSON, or is nested more than
+  :data:`MAX_JSON_DEPTH` levels deep;
+* ``VALIDATION_ERROR`` 422: a body that is not an object, a ``session_id`` that is not a
+  string, a reset key other than ``seed`` (an int from 0 to 2**64 - 1, or null), ``options``
+  (an object with the env's option keys: ``task_id`` of a served task, ``index`` within the
+  tasks) and ``episode_id`` (a string), an action that is not ``{"text": ...}`` or is longer
+  than the action space's ``max_length`` (:data:`~lumos_gym.envs.base.MAX_ACTION_CHARS`); all
+  checked before a session is opened or an env called, so a bad request holds no capacity and
+  leaves its session as it was;
+* ``SESSION_ERROR`` 404: no session with that id and token; ``CAPACITY_REACHED`` 503: the
+  server holds ``max_sessions`` sessions; ``EXECUTION_ERROR`` and ``FACTORY_ERROR`` 500: the
+  env itself failed (the session ends, its env closed).
+
+A body over the size limit is refused by :class:`~lumos_gym.asgi.Guard` (413) before it is
+read. Every env a session makes is closed when the session ends (a delete, the idle timeout,
+a crash, a connection that went away, a first reset that failed), and shutting down (Ctrl-C,
+SIGTERM) closes every session's env.
 
 Every request passes :class:`~lumos_gym.asgi.Guard` first: with an API key, each route but
 ``GET /health`` (the WebSocket handshake included) needs ``Authorization: Bearer KEY`` or
-``X-API-Key: KEY``, and a body over the size limit is refused with 413 before it is read.
-:func:`serve_env` refuses a non-loopback host without a key (unless ``insecure``).
+``X-API-Key: KEY``. :func:`serve_env` refuses a non-loopback host without a key (unless
+``insecure``).
 """
 
 from __future__ import annotations
@@ -34,7 +58,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 try:
@@ -48,18 +74,29 @@ import gymnasium as gym
 
 from lumos_gym import __version__
 from lumos_gym.asgi import Guard, ThreadedServer, bind_socket, check_exposure
+from lumos_gym.envs.base import MAX_ACTION_CHARS, ResetOptionsError, validate_reset_options
 from lumos_gym.envs.registration import make_env
 from lumos_gym.envs.remote import encode_step, jsonable
 from lumos_gym.errors import LumosGymError
 from lumos_gym.serving.sessions import Session, SessionError, SessionPool
 
-__all__ = ["MAX_BODY_BYTES", "EnvService", "create_app", "describe_env", "serve_env",
+__all__ = ["MAX_BODY_BYTES", "MAX_JSON_DEPTH", "SESSION_HEADER", "TOKEN_HEADER", "EnvService",
+           "ResetRequest", "create_app", "describe_env", "parse_json", "serve_env",
            "start_env_server"]
+
+logger = logging.getLogger(__name__)
 
 #: The largest request body (and WebSocket message) by default: 16 MiB.
 MAX_BODY_BYTES = 16 * 2**20
+#: The deepest nesting of arrays and objects a body or message may have.
+MAX_JSON_DEPTH = 64
+#: The largest reset seed (numpy's seeds are unbounded; OpenEnv's clients send 64-bit ones).
+MAX_SEED = 2**64 - 1
+#: The longest ``episode_id`` a client may name.
+MAX_EPISODE_ID_CHARS = 256
 
 SESSION_HEADER = "X-Session-Id"
+TOKEN_HEADER = "X-Session-Token"
 _RESET_KEYS = frozenset({"seed", "options", "episode_id"})
 
 
@@ -75,6 +112,7 @@ def describe_env(env_id: str, kwargs: Mapping[str, Any], env: gym.Env) -> dict[s
     task_ids = unwrapped.task_ids() if hasattr(unwrapped, "task_ids") else []
     source = getattr(unwrapped, "source", None)
     specs = getattr(unwrapped, "action_specs", [])
+    option_keys = getattr(unwrapped, "reset_option_keys", None)
     return jsonable({
         "env_id": env_id,
         "kwargs": dict(kwargs),
@@ -85,6 +123,7 @@ def describe_env(env_id: str, kwargs: Mapping[str, Any], env: gym.Env) -> dict[s
         "replay_options": dict(getattr(unwrapped, "replay_options", {})),
         "actions": [spec.describe() for spec in specs],
         "task_ids": task_ids,
+        "reset_options": sorted(option_keys) if option_keys is not None else None,
         "source": source.describe() if source is not None and hasattr(source, "describe")
         else None,
         "observation": shown,
@@ -116,6 +155,53 @@ def _schemas(description: Mapping[str, Any]) -> dict[str, Any]:
     return {"action": action, "observation": observation, "state": state}
 
 
+# --------------------------------------------------------------------------- reading requests
+def parse_json(raw: str | bytes) -> Any:
+    """Return the JSON value of a body or message.
+
+    Raises:
+        SessionError: ``INVALID_JSON``: not JSON (nor UTF-8), or nested more than
+            :data:`MAX_JSON_DEPTH` levels deep.
+    """
+    deep = SessionError("INVALID_JSON", f"the JSON is nested more than {MAX_JSON_DEPTH} levels "
+                        "deep")
+    try:
+        value = json.loads(raw)
+    except RecursionError:  # the parser's own limit (about 1,000 levels)
+        raise deep from None
+    except ValueError as e:  # UnicodeDecodeError included
+        raise SessionError("INVALID_JSON", f"invalid JSON: {str(e)[:200]}") from None
+    if _too_deep(value, MAX_JSON_DEPTH):
+        raise deep
+    return value
+
+
+def _too_deep(value: Any, limit: int) -> bool:
+    """Return True when ``value`` nests arrays and objects more than ``limit`` levels deep."""
+    pending = [(value, 1)] if isinstance(value, dict | list) else []
+    while pending:
+        item, depth = pending.pop()
+        if depth > limit:
+            return True
+        children = item.values() if isinstance(item, dict) else item
+        pending.extend((child, depth + 1) for child in children
+                       if isinstance(child, dict | list))
+    return False
+
+
+@dataclass(frozen=True)
+class ResetRequest:
+    """A checked reset: what the env's ``reset`` gets, and the episode id to report."""
+
+    seed: int | None
+    options: dict[str, Any]
+    episode_id: str | None
+
+
+def _invalid(message: str) -> SessionError:
+    return SessionError("VALIDATION_ERROR", message)
+
+
 # ------------------------------------------------------------------------------ env calls
 # run in a session's worker thread, the env first
 def _reset(env: gym.Env, seed: int | None, options: dict[str, Any]) -> dict[str, Any]:
@@ -132,68 +218,138 @@ def _step(env: gym.Env, text: str) -> dict[str, Any]:
 class EnvService:
     """What a session can ask, for both transports: reset, step and state.
 
+    The ``check_*`` methods read a request without touching any session or env; the callers
+    check first, so that a bad request holds nothing and changes nothing.
+
     Args:
         env_id: the served env.
         kwargs: its constructor arguments.
         pool: the sessions.
+        description: :func:`describe_env` of the served env (its task ids, reset option keys
+            and action length).
     """
 
-    def __init__(self, env_id: str, kwargs: Mapping[str, Any], pool: SessionPool) -> None:
+    def __init__(self, env_id: str, kwargs: Mapping[str, Any], pool: SessionPool,
+                 description: Mapping[str, Any] | None = None) -> None:
         self.env_id = env_id
         self.kwargs = dict(kwargs)
         self.pool = pool
+        description = description or {}
+        self.task_ids = frozenset(description.get("task_ids") or ())
+        keys = description.get("reset_options")
+        self.option_keys = frozenset(keys) if keys is not None else None
+        self.action_max_chars = int(description.get("action_max_length") or MAX_ACTION_CHARS)
 
-    async def reset(self, session: Session, data: Mapping[str, Any] | None) -> dict[str, Any]:
-        """Start an episode in ``session``; ``data`` holds ``seed``, ``options``, ``episode_id``."""
-        data = dict(data or {})
-        seed, options = data.get("seed"), data.get("options") or {}
-        if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool) or seed < 0):
-            raise SessionError("VALIDATION_ERROR", f"seed must be an integer >= 0; got {seed!r}")
-        if not isinstance(options, dict):
-            raise SessionError("VALIDATION_ERROR", f"options must be an object; got {options!r}")
-        result = await self.pool.call(session, _reset, seed, options)
+    def check_reset(self, data: Any, *, also: frozenset[str] = frozenset()) -> ResetRequest:
+        """Return the reset ``data`` (``seed``, ``options``, ``episode_id``; None: none) checked.
+
+        Args:
+            data: the reset's data.
+            also: further keys the data may hold (the HTTP body's ``session_id``), left out.
+
+        Raises:
+            SessionError: ``VALIDATION_ERROR`` naming what is wrong.
+        """
+        if data is None:
+            data = {}
+        if not isinstance(data, Mapping):
+            raise _invalid(f"reset data must be an object, not {type(data).__name__}")
+        unknown = sorted(str(key)[:60] for key in data if key not in _RESET_KEYS | also)
+        if unknown:
+            known = ", ".join(sorted(_RESET_KEYS | also))
+            raise _invalid(f"unknown reset key(s) {', '.join(map(repr, unknown))}; "
+                           f"a reset takes {known}")
+        seed = data.get("seed")
+        if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool)
+                                 or not 0 <= seed <= MAX_SEED):
+            raise _invalid(f"seed must be an integer from 0 to 2**64 - 1, or null; got "
+                           f"{seed!r:.60}")
+        episode_id = data.get("episode_id")
+        if episode_id is not None and (not isinstance(episode_id, str)
+                                       or len(episode_id) > MAX_EPISODE_ID_CHARS):
+            raise _invalid(f"episode_id must be a string of at most {MAX_EPISODE_ID_CHARS} "
+                           f"characters, or null; got {episode_id!r:.60}")
+        options = data.get("options")
+        if options is None:
+            options = {}
+        if self.option_keys is None:  # not a lumos-gym env: its own reset checks the rest
+            if not isinstance(options, dict):
+                raise _invalid(f"options must be an object; got {options!r:.60}")
+        else:
+            try:
+                validate_reset_options(options, self.task_ids, owner=self.env_id,
+                                       known=self.option_keys)
+            except ResetOptionsError as e:
+                raise _invalid(str(e)) from None
+        return ResetRequest(seed, dict(options), episode_id)
+
+    def check_action(self, action: Any) -> str:
+        """Return the text of ``action`` (``{"text": ...}``), checked.
+
+        Raises:
+            SessionError: ``VALIDATION_ERROR``: not such an object, or a text longer than the
+                action space's ``max_length``.
+        """
+        if not isinstance(action, Mapping) or not isinstance(action.get("text"), str):
+            shown = action if isinstance(action, str | int | float | None) else type(action)
+            raise _invalid('an action is {"text": "<grounded actions>"}; '
+                           f"got {str(shown)[:200]}")
+        text = action["text"]
+        if len(text) > self.action_max_chars:
+            raise _invalid(f"the action is {len(text)} characters long; this env takes at most "
+                           f"{self.action_max_chars}")
+        return text
+
+    async def reset(self, session: Session, request: ResetRequest) -> dict[str, Any]:
+        """Start an episode in ``session`` (``request`` from :meth:`check_reset`)."""
+        result = await self.pool.call(session, _reset, request.seed, request.options)
         session.steps = 0
         session.episodes += 1
         session.task_id = result["observation"]["info"].get("task_id")
-        session.episode_id = str(data.get("episode_id") or f"{session.id}-{session.episodes}")
+        session.episode_id = request.episode_id or f"{session.id}-{session.episodes}"
         return result
 
-    async def step(self, session: Session, action: Any) -> dict[str, Any]:
-        """Run one action (``{"text": ...}``) in ``session``."""
-        if not isinstance(action, Mapping) or not isinstance(action.get("text"), str):
-            raise SessionError("VALIDATION_ERROR", 'an action is {"text": "<grounded actions>"}; '
-                               f"got {str(action)[:200]}")
-        result = await self.pool.call(session, _step, action["text"])
+    async def step(self, session: Session, text: str) -> dict[str, Any]:
+        """Run one action text (from :meth:`check_action`) in ``session``."""
+        result = await self.pool.call(session, _step, text)
         session.steps += 1
         return result
 
     def state(self, session: Session) -> dict[str, Any]:
         """Return the OpenEnv state of ``session``."""
+        if session.ended is not None:
+            raise SessionError("SESSION_ERROR", f"session {session.id!r} is closed: "
+                               f"{session.ended}")
         return {"episode_id": session.episode_id, "step_count": session.steps,
                 "session_id": session.id, "task_id": session.task_id, "env_id": self.env_id,
                 "episodes": session.episodes}
 
-    async def message(self, session: Session, raw: str) -> str | None:
+    async def message(self, session: Session, raw: str | bytes) -> str | None:
         """Answer one WebSocket message (None: the client closed the session)."""
         try:
-            message = json.loads(raw)
-            if not isinstance(message, dict):
-                raise ValueError("a message is a JSON object")
-        except ValueError as e:
-            return _ws_error("INVALID_JSON", f"invalid JSON: {e}")
+            message = parse_json(raw)
+        except SessionError as e:
+            return _ws_error(e.code, str(e))
+        if not isinstance(message, dict):
+            return _ws_error("INVALID_JSON", 'a message is a JSON object {"type": ...}')
         kind = message.get("type")
         try:
             if kind == "reset":
-                return _ws_reply("observation", await self.reset(session, message.get("data")))
+                request = self.check_reset(message.get("data"))
+                return _ws_reply("observation", await self.reset(session, request))
             if kind == "step":
-                return _ws_reply("observation", await self.step(session, message.get("data")))
+                text = self.check_action(message.get("data"))
+                return _ws_reply("observation", await self.step(session, text))
             if kind == "state":
-                return _ws_reply("state", self.state(self.pool.get(session.id)))
+                return _ws_reply("state", self.state(session))
             if kind == "close":
                 return None
         except SessionError as e:
             return _ws_error(e.code, str(e))
-        return _ws_error("UNKNOWN_TYPE", f"unknown message type {kind!r} "
+        except Exception as e:  # a bug here must not drop the connection with its session
+            logger.exception("answering a WebSocket message failed")
+            return _ws_error("EXECUTION_ERROR", f"the server failed: {type(e).__name__}")
+        return _ws_error("UNKNOWN_TYPE", f"unknown message type {str(kind)[:60]!r} "
                          "(reset, step, state or close)")
 
 
@@ -205,8 +361,14 @@ def _ws_error(code: str, message: str) -> str:
     return _ws_reply("error", {"message": message, "code": code})
 
 
-def _json(data: Any, status: int = 200, session: Session | None = None) -> Response:
-    headers = {SESSION_HEADER: session.id} if session is not None else None
+def _json(data: Any, status: int = 200, session: Session | None = None, *,
+          token: bool = False) -> Response:
+    """Answer ``data``; with ``session``, its id (``token``: and its token) in the headers."""
+    headers = {}
+    if session is not None:
+        headers[SESSION_HEADER] = session.id
+        if token and session.token is not None:
+            headers[TOKEN_HEADER] = session.token
     return Response(json.dumps(data), status_code=status, media_type="application/json",
                     headers=headers)
 
@@ -247,7 +409,7 @@ def create_app(
         probe.close()
     pool = SessionPool(lambda: make_env(env_id, **kwargs), max_sessions=max_sessions,
                        idle_timeout_s=idle_timeout_s, call_timeout_s=call_timeout_s)
-    service = EnvService(env_id, kwargs, pool)
+    service = EnvService(env_id, kwargs, pool, description)
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
@@ -270,7 +432,13 @@ def create_app(
         assert isinstance(exc, SessionError)
         return _json({"detail": str(exc), "code": exc.code}, exc.status)
 
-    _add_info_routes(app, description, pool)
+    @app.exception_handler(Exception)
+    async def server_error(_request: Request, exc: Exception) -> Response:
+        # a bug, not the client's: one line of JSON for the client, the traceback in the log
+        return _json({"detail": f"the server failed: {type(exc).__name__}",
+                      "code": "EXECUTION_ERROR"}, 500)
+
+    _add_info_routes(app, description, pool, listed_all=api_key is not None)
     _add_http_session_routes(app, service)
     app.add_middleware(Guard, api_key=api_key, max_body_bytes=max_body_bytes)
 
@@ -283,8 +451,8 @@ def create_app(
             await _refuse(ws, e)
             return
         try:
-            while True:
-                reply = await service.message(session, await ws.receive_text())
+            while (raw := await _receive(ws)) is not None:
+                reply = await service.message(session, raw)
                 if reply is None:
                     break
                 await ws.send_text(reply)
@@ -298,6 +466,15 @@ def create_app(
     return app
 
 
+async def _receive(ws: WebSocket) -> str | bytes | None:
+    """Return the next WebSocket message, text or bytes; None once the client has gone."""
+    message = await ws.receive()
+    if message["type"] == "websocket.disconnect":
+        return None
+    text = message.get("text")
+    return text if text is not None else message.get("bytes") or b""
+
+
 async def _refuse(ws: WebSocket, error: SessionError, *, limit_s: float = 30.0) -> None:
     """Answer each message of a connection that got no session with ``error``, then close.
 
@@ -306,16 +483,17 @@ async def _refuse(ws: WebSocket, error: SessionError, *, limit_s: float = 30.0) 
     """
     with contextlib.suppress(WebSocketDisconnect, TimeoutError):
         async with asyncio.timeout(limit_s):
-            while True:
-                raw = await ws.receive_text()
-                if '"close"' in raw:
+            while (raw := await _receive(ws)) is not None:
+                if isinstance(raw, str) and '"close"' in raw:
                     break
                 await ws.send_text(_ws_error(error.code, str(error)))
     with contextlib.suppress(RuntimeError, WebSocketDisconnect):
         await ws.close()
 
 
-def _add_info_routes(app: FastAPI, description: dict[str, Any], pool: SessionPool) -> None:
+def _add_info_routes(app: FastAPI, description: dict[str, Any], pool: SessionPool, *,
+                     listed_all: bool) -> None:
+    """Add the routes that tell about the server; ``listed_all``: ``/sessions`` lists all."""
     schemas = _schemas(description)
     metadata = {"name": description["env_id"], "version": description["version"],
                 "description": f"lumos-gym's {description['env_id']} "
@@ -341,27 +519,38 @@ def _add_info_routes(app: FastAPI, description: dict[str, Any], pool: SessionPoo
                       "idle_timeout_s": pool.idle_timeout_s})
 
     @app.get("/sessions")
-    async def sessions() -> dict[str, Any]:
-        return {"active_sessions": pool.active, "max_sessions": pool.max_sessions,
-                "sessions": [s.info() for s in list(pool.sessions.values())]}
+    async def sessions(request: Request) -> Response:
+        # with an API key every request here carries it (Guard): the key holders see them all
+        tokens = [token.strip() for value in request.headers.getlist(TOKEN_HEADER)
+                  for token in value.split(",")]
+        shown = list(pool.sessions.values()) if listed_all else pool.owned(tokens)
+        return _json({"active_sessions": pool.active, "max_sessions": pool.max_sessions,
+                      "sessions": [s.info() for s in shown]})
 
 
 async def _body(request: Request) -> dict[str, Any]:
+    """Return the JSON object of a request's body (an empty body: ``{}``)."""
     raw = await request.body()
     if not raw.strip():
         return {}
-    try:
-        body = json.loads(raw)
-    except ValueError as e:
-        raise SessionError("VALIDATION_ERROR", f"invalid JSON: {e}") from e
+    body = parse_json(raw)
     if not isinstance(body, dict):
-        raise SessionError("VALIDATION_ERROR", "the body is a JSON object")
+        raise _invalid(f"the body must be a JSON object, not {type(body).__name__}")
     return body
 
 
 def _session_id(request: Request, body: Mapping[str, Any]) -> str | None:
-    found = body.get("session_id") or request.query_params.get("session_id")
-    return found or request.headers.get(SESSION_HEADER)
+    """Return the session id a request names: body field, query parameter or header."""
+    found = body.get("session_id")
+    if found is not None and not isinstance(found, str):
+        raise _invalid(f"session_id must be a string, not {type(found).__name__}")
+    found = found or request.query_params.get("session_id")
+    return found or request.headers.get(SESSION_HEADER) or None
+
+
+def _owned(pool: SessionPool, request: Request, session_id: str) -> Session:
+    """Return the session ``session_id`` if the request carries its token, else 404."""
+    return pool.get(session_id, request.headers.get(TOKEN_HEADER))
 
 
 def _add_http_session_routes(app: FastAPI, service: EnvService) -> None:
@@ -371,21 +560,33 @@ def _add_http_session_routes(app: FastAPI, service: EnvService) -> None:
     async def reset(request: Request) -> Response:
         body = await _body(request)
         session_id = _session_id(request, body)
-        session = pool.sessions.get(session_id) if session_id else None
-        if session is None:
-            session = await pool.open(session_id)
-        result = await service.reset(session, {k: body[k] for k in _RESET_KEYS if k in body})
-        return _json({**result, "session_id": session.id}, session=session)
+        checked = service.check_reset(body, also=frozenset({"session_id"}))
+        if session_id is not None:  # a new episode in the client's own session
+            session = _owned(pool, request, session_id)
+            result = await service.reset(session, checked)
+        else:
+            session = await pool.open(owned=True)
+            try:
+                result = await service.reset(session, checked)
+            except BaseException:  # its client has no token yet: nobody else would close it
+                await pool.close(session, "its first reset failed")
+                raise
+            if await request.is_disconnected():
+                await pool.close(session, "its client went away before it was answered")
+        return _json({**result, "session_id": session.id, "session_token": session.token},
+                     session=session, token=True)
 
     @app.post("/step")
     async def step(request: Request) -> Response:
         body = await _body(request)
         session_id = _session_id(request, body)
+        text = service.check_action(body.get("action"))
         if not session_id:
             raise SessionError("SESSION_ERROR", "no session_id: POST /reset first and pass the "
-                               f"session_id it answers (body field or {SESSION_HEADER} header)")
-        session = pool.get(session_id)
-        result = await service.step(session, body.get("action"))
+                               f"session_id it answers (body field or {SESSION_HEADER} header) "
+                               f"with its session_token in the {TOKEN_HEADER} header")
+        session = _owned(pool, request, session_id)
+        result = await service.step(session, text)
         return _json({**result, "session_id": session.id}, session=session)
 
     @app.get("/state")
@@ -394,12 +595,12 @@ def _add_http_session_routes(app: FastAPI, service: EnvService) -> None:
         if not session_id:  # the server's own state: no episode
             return _json({"episode_id": None, "step_count": 0, "active_sessions": pool.active,
                           "max_sessions": pool.max_sessions})
-        session = pool.get(session_id)
+        session = _owned(pool, request, session_id)
         return _json(service.state(session), session=session)
 
     @app.delete("/sessions/{session_id}")
-    async def end_session(session_id: str) -> Response:
-        await pool.close(pool.get(session_id), "closed by its client")
+    async def end_session(session_id: str, request: Request) -> Response:
+        await pool.close(_owned(pool, request, session_id), "closed by its client")
         return _json({"session_id": session_id, "closed": True})
 
 

@@ -34,7 +34,7 @@ from collections.abc import Mapping
 from lumos_gym.actions import Action, references, substitute
 from lumos_gym.errors import SandboxError, ToolError
 from lumos_gym.tools.base import Tool, ToolContext, ToolResult, ToolSpec
-from lumos_gym.tools.sandbox import SandboxResult, run_python
+from lumos_gym.tools.sandbox import MAX_WORK_FILES, MAX_WRITE_MB, SandboxResult, run_python
 
 __all__ = ["Code", "prepare_code", "python_literal", "split_literals"]
 
@@ -225,7 +225,9 @@ class Code(Tool):
 
         Raises:
             UndefinedVariableError: for an unbound ``R<n>``.
-            SandboxError: on timeout, on a signal, or when memory runs out.
+            SandboxError: on timeout, on a signal, when memory runs out, or when the program's
+                folder goes over the sandbox's write cap where no tmpfs bounds it (a write
+                past a tmpfs's cap is the program's own ``OSError``, a ToolError).
             ToolError: when the program fails (the last line of its traceback), prints
                 nothing while an output variable waits for a value, or prints the wrong number
                 of lines for several outputs.
@@ -265,6 +267,11 @@ class Code(Tool):
         """Raise the error that describes a failed run; return when it succeeded."""
         if result.timed_out:
             raise SandboxError(f"timed out after {self.timeout} s")
+        if result.write_cap_exceeded:
+            raise SandboxError(
+                f"stopped: its working folder held more than {MAX_WRITE_MB} MB or "
+                f"{MAX_WORK_FILES} files"
+            )
         if result.signal is not None:
             hint = _SIGNAL_HINTS.get(result.signal)
             raise SandboxError(f"killed by {result.signal}" + (f" ({hint})" if hint else ""))

@@ -523,6 +523,8 @@ def _reports(result: SandboxResult, nonce: str) -> list[list]:
 def _crash_message(result: SandboxResult) -> str:
     if result.timed_out:
         return "timed out (the whole run)"
+    if result.write_cap_exceeded:
+        return "stopped: its working folder outgrew the sandbox's write cap"
     if result.signal is not None:
         return f"killed by {result.signal}"
     lines = [line for line in result.stderr.strip().splitlines() if line.strip()]

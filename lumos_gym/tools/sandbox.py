@@ -4,8 +4,11 @@
 
 * **a separate interpreter**: ``sys.executable -s -P`` started with an argument list (never a
   shell string), in its own session and process group;
-* **a fresh working directory** from :func:`tempfile.mkdtemp`, removed afterwards, which is also
-  ``HOME`` and ``TMPDIR``;
+* **a fresh working directory**, which is also ``HOME`` and ``TMPDIR``, named
+  ``lumos-sandbox-<pid>-<random>`` after the calling process and locked (``flock``) by it while
+  the call runs; it is removed afterwards, and a folder whose caller was killed (``SIGKILL``
+  leaves no chance to clean up) is removed by the first call of the next process that uses the
+  same temporary folder (:func:`remove_stale_workdirs`);
 * **a minimal environment** built from scratch: nothing of the parent's environment (API keys,
   tokens) is inherited;
 * **rlimits**, set inside the child before the program runs, soft and hard alike, so that the
@@ -15,12 +18,14 @@
   and a mount namespace, whichever works here (probed once per process, see
   :func:`isolation`): the program sees a read-only view of what Python needs (``/usr``, the
   ``/lib*`` and ``/bin`` links, Python's prefixes, a few files of ``/etc``), a minimal
-  ``/dev``, its own ``/proc``, and one writable folder, its working directory. No home, no
-  checkout, no ``/etc/passwd``, no other folder to write to. With it come a network namespace
-  with no interface up (``network=False``), a PID namespace whose every process the kernel
-  kills when the sandbox's first process ends, and a user namespace, with every capability
-  dropped, which takes away the host privileges of a root caller (it can no longer raise its
-  rlimits or undo a read-only mount);
+  read-only ``/dev``, its own ``/proc`` (with ``/proc/keys`` and ``/proc/key-users`` hidden
+  behind ``/dev/null``, so that no keyring of the host shows), and one writable folder, its
+  working directory. No home, no checkout, no ``/etc/passwd``, no other folder to write to.
+  With it come a network namespace with no interface up (``network=False``), a PID namespace
+  whose every process the kernel kills when the sandbox's first process ends, and a user
+  namespace, with every capability dropped, which takes away the host privileges of a root
+  caller (it can no longer raise its rlimits or undo a read-only mount);
+* **a bounded working directory** (see "Bounding what a program writes" below);
 * **death with the caller**: when the calling process dies (even by ``SIGKILL``) the sandbox
   dies too; the PID namespace's first process watches the caller's end of a pipe, bwrap has
   ``--die-with-parent``, and a program outside a PID namespace gets ``PR_SET_PDEATHSIG``;
@@ -40,19 +45,43 @@ process also lowers the namespace's ``pid_max`` (Linux 6.14 and later, minimum 3
 processes and threads for root as well. Without a PID namespace, the wall timeout is the only
 bound, and children that leave the process group (``os.setsid``) can outlive it.
 
+Bounding what a program writes, per isolation level (:attr:`Isolation.level`):
+
+* ``bubblewrap`` and ``unshare`` (with a mount namespace): the working directory is a tmpfs of
+  its own, in memory and never on the host's disk, of at most ``max_write_mb`` MiB
+  (:data:`MAX_WRITE_MB`, 64, by default) and :data:`MAX_WORK_FILES` files and folders (an empty
+  file costs the kernel about 1 KB that a size limit alone does not count). ``/dev/shm`` is a
+  link to that folder, and nothing else is writable (``/dev`` included), so this bounds all the
+  memory one call's files hold. A write past it fails inside the program (``OSError: [Errno
+  28] No space left on device``), a normal failure of the program; the tmpfs is gone when the
+  sandbox ends, even when its caller is killed. (bubblewrap mounts the tmpfs; the sandbox's
+  first process sets its limits before the program starts, with ``CAP_SYS_ADMIN`` kept for that
+  alone and then dropped with every other capability.)
+* ``unshare`` without a mount namespace, and ``none``: the working directory is a folder of
+  the host's temporary folder. ``RLIMIT_FSIZE`` bounds each file (``max_file_mb``), and the
+  caller checks the folder every 50 ms while the program runs: past ``max_write_mb`` MiB or
+  :data:`MAX_WORK_FILES` entries it kills the program (:attr:`SandboxResult.write_cap_exceeded`),
+  so a fast writer may go some tens of MiB beyond the cap first. Files written elsewhere
+  (``/dev/shm``, ``/tmp``) are not bounded beyond ``RLIMIT_FSIZE`` and not removed.
+
+Each sandbox running at the same time holds up to its own cap: ``workers`` parallel sandboxes
+hold up to ``workers * max_write_mb`` MiB.
+
 What is **not** isolated: CPU time shared with other processes; and, where neither bwrap
 nor unshare's mount namespace works, the filesystem (the program can then read, and write
-with the caller's permissions, anything outside its directory), and, without namespaces at
-all, the network and other processes. A one-line ``RuntimeWarning`` names what is missing,
-once per process.
+with the caller's permissions, anything outside its directory, ``/dev/shm`` and the host's
+``/proc/keys`` included), and, without namespaces at all, the network and other processes. A
+one-line ``RuntimeWarning`` names what is missing, once per process.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import math
 import os
 import platform
+import re
 import selectors
 import shutil
 import signal
@@ -64,17 +93,21 @@ import time
 import warnings
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import IO
+from typing import IO, Any
 
 from lumos_gym.errors import SandboxError
 
 __all__ = [
     "DEFAULT_MEMORY_MB",
+    "MAX_WORK_FILES",
+    "MAX_WRITE_MB",
     "NO_ISOLATION",
     "Isolation",
     "SandboxResult",
     "isolation",
+    "isolation_record",
     "namespace_flags",
+    "remove_stale_workdirs",
     "run_python",
     "try_isolation",
 ]
@@ -83,6 +116,16 @@ __all__ = [
 #: memory mapped, not memory used: a program that maps more, even without touching it (a
 #: 600 MB ``mmap``), fails with ``MemoryError``. Callers take a ``memory_mb`` option to raise it.
 DEFAULT_MEMORY_MB = 512
+
+#: The most a sandboxed program may hold in its working directory (and ``/dev/shm``, a link to
+#: it) at once, in MiB: the size of its tmpfs, or, without one, what the caller's check allows
+#: (see "Bounding what a program writes" in the module docstring). Callers take a
+#: ``max_write_mb`` option to change it.
+MAX_WRITE_MB = 64
+
+#: The most files and folders a sandboxed program's working directory may hold (its tmpfs's
+#: ``nr_inodes``, less the folder itself; or what the caller's check allows, without one).
+MAX_WORK_FILES = 4096
 
 #: The whole environment of a sandboxed program.
 BASE_ENV = {
@@ -97,7 +140,8 @@ BASE_ENV = {
 #: Name of the program file inside the sandbox's working directory.
 PROGRAM_FILE = "main.py"
 
-#: Prefix of the temporary working directories (tests look for leftovers by it).
+#: Prefix of the temporary working directories (tests look for leftovers by it). A directory is
+#: named ``TEMP_PREFIX + "<pid>-<random>"``, after the process that made it.
 TEMP_PREFIX = "lumos-sandbox-"
 
 # The kernel refuses a pid_max below 301 (RESERVED_PIDS + 1).
@@ -105,14 +149,20 @@ _MIN_PID_MAX = 301
 _READ_CHUNK = 65536
 _POLL_S = 0.05
 _GRACE_S = 0.2
+# How often the caller checks the size of a working directory that no tmpfs bounds.
+_CHECK_S = 0.05
+# A working directory of this scheme: TEMP_PREFIX, the pid of the process that made it, "-".
+_WORKDIR_RE = re.compile(re.escape(TEMP_PREFIX) + r"([0-9]+)-[^/]+")
 
 # Runs in the child as `python -s -P -c _BOOT STATUS_FD PARENT PID_MAX FS NAME:SOFT:HARD...`.
-# As the first process (pid 1) of a fresh PID namespace it closes the filesystem when FS is a
-# JSON spec (the unshare path; bwrap did it already when FS is "-"), lowers pid_max, drops its
-# capabilities, forks the program and reports the program's wait status on STATUS_FD, since
-# pid 1 cannot die of its own signal. It also ends the namespace when the caller dies: the
-# caller holds the only read end of STATUS_FD, so a POLLERR there means it is gone. Outside a
-# PID namespace the program itself asks for SIGKILL on the death of its parent, PARENT.
+# As the first process (pid 1) of a fresh PID namespace it finishes the box when FS is a JSON
+# spec: with "read_only" (the unshare path) it builds the whole view of the filesystem, with a
+# tmpfs as the working directory; without (bwrap built the view) it sets the limits of the
+# tmpfs bwrap mounted as the working directory. It then lowers pid_max, drops its capabilities,
+# forks the program and reports the program's wait status on STATUS_FD, since pid 1 cannot
+# die of its own signal. It also ends the namespace when the caller dies: the caller holds the
+# only read end of STATUS_FD, so a POLLERR there means it is gone. Outside a PID namespace (FS
+# is then "-") the program itself asks for SIGKILL on the death of its parent, PARENT.
 # The program process closes STATUS_FD, sets the rlimits and runs main.py as __main__.
 _BOOT = """\
 import os, sys
@@ -158,28 +208,34 @@ def _libc():
             raise OSError(err, name + ": " + os.strerror(err))
     return ctypes, libc, call
 
+def _mount(src, dst, fstype, flags, data=None):
+    ctypes, libc, call = _libc()
+    enc = [None if s is None else s.encode() for s in (src, dst, fstype, data)]
+    call("mount", enc[0], enc[1], enc[2], ctypes.c_ulong(flags), enc[3])
+
 def _close_fs(spec):
     import json
-    ctypes, libc, call = _libc()
     spec = json.loads(spec)
+    if "read_only" not in spec:
+        _mount(None, spec["workdir"], None, 32 | 2 | 4, spec["tmpfs"])
+        return
+    ctypes, libc, call = _libc()
     root, kept_flags = spec["workdir"], 2 | 4 | 8 | 1024 | 2048
-    def mount(src, dst, fstype, flags, data=None):
-        enc = [None if s is None else s.encode() for s in (src, dst, fstype, data)]
-        call("mount", enc[0], enc[1], enc[2], ctypes.c_ulong(flags), enc[3])
     def bind(src, dst, read_only):
         if os.path.isdir(src):
             os.makedirs(dst, exist_ok=True)
         else:
             os.makedirs(os.path.dirname(dst), exist_ok=True)
             open(dst, "a").close()
-        mount(src, dst, None, 4096 | (16384 if read_only else 0))
+        _mount(src, dst, None, 4096 | (16384 if read_only else 0))
         if read_only:
             found = os.statvfs(src).f_flag
             extra = (found & kept_flags) | (2097152 if found & 4096 else 0)
-            mount(None, dst, None, 4096 | 32 | 1 | 2 | extra)
-    workdir = os.open(root, os.O_PATH)
-    mount(None, "/", None, 16384 | 262144)
-    mount("tmpfs", root, "tmpfs", 2 | 4, "mode=0755")
+            _mount(None, dst, None, 4096 | 32 | 1 | 2 | extra)
+    with open("main.py", "rb") as f:
+        program = f.read()
+    _mount(None, "/", None, 16384 | 262144)
+    _mount("tmpfs", root, "tmpfs", 2 | 4, "mode=0755")
     for path in spec["read_only"]:
         if os.path.islink(path):
             os.makedirs(os.path.dirname(root + path), exist_ok=True)
@@ -188,15 +244,21 @@ def _close_fs(spec):
             bind(path, root + path, True)
     for name in ("null", "zero", "full", "random", "urandom"):
         bind("/dev/" + name, root + "/dev/" + name, False)
-    bind("/proc/self/fd/%d" % workdir, root + root, False)
+    os.symlink(root, root + "/dev/shm")
+    os.makedirs(root + root, exist_ok=True)
+    _mount("tmpfs", root + root, "tmpfs", 2 | 4, spec["tmpfs"] + ",mode=0700")
+    with open(root + root + "/main.py", "wb") as f:
+        f.write(program)
     os.makedirs(root + "/proc")
-    mount("proc", root + "/proc", "proc", 2 | 4 | 8)
+    _mount("proc", root + "/proc", "proc", 2 | 4 | 8)
+    for name in ("keys", "key-users"):
+        if os.path.exists(root + "/proc/" + name):
+            _mount("/dev/null", root + "/proc/" + name, None, 4096)
     os.chdir(root)
     call("syscall", spec["pivot_root"], b".", b".")
     call("umount2", b".", 2)
-    mount(None, "/", None, 4096 | 32 | 1 | 2 | 4)
+    _mount(None, "/", None, 4096 | 32 | 1 | 2 | 4)
     os.chdir(root)
-    os.close(workdir)
 
 def _drop_capabilities():
     ctypes, libc, call = _libc()
@@ -273,6 +335,10 @@ class SandboxResult:
         network_isolated: True when the program ran in a network namespace with no interface
             up, i.e. it could reach no network at all, not even the host's loopback.
         truncated: True when stdout or stderr was longer than ``max_output_bytes``.
+        write_cap_exceeded: True when the caller killed the program because its working
+            directory held more than ``max_write_mb`` MiB or :data:`MAX_WORK_FILES` entries
+            (only where no tmpfs bounds the directory; with one, the write past the cap fails
+            inside the program instead).
     """
 
     stdout: str
@@ -283,6 +349,7 @@ class SandboxResult:
     duration_s: float
     network_isolated: bool
     truncated: bool = False
+    write_cap_exceeded: bool = False
 
     @property
     def ok(self) -> bool:
@@ -301,7 +368,8 @@ class Isolation:
         processes: the program has a PID namespace of its own: it sees no other process, and
             the kernel ends all of its processes with its first.
         filesystem: the program sees a read-only view of what Python needs and one writable
-            folder, its working directory; no home, no checkout, no ``/etc/passwd``.
+            folder, its working directory, a size-limited tmpfs of its own; no home, no
+            checkout, no ``/etc/passwd``, no keyring in ``/proc/keys``.
         user: the program runs in a user namespace of its own.
     """
 
@@ -311,6 +379,11 @@ class Isolation:
     processes: bool = False
     filesystem: bool = False
     user: bool = False
+
+    @property
+    def level(self) -> str:
+        """Name the isolation: ``"bubblewrap"``, ``"unshare"`` or ``"none"``."""
+        return {"bwrap": "bubblewrap", "unshare": "unshare"}.get(self.tool, "none")
 
     def missing(self, network: bool) -> list[str]:
         """Name what a program run with ``network`` is not isolated from."""
@@ -430,7 +503,7 @@ def try_isolation(tool: str, network: bool) -> Isolation | None:
     try:
         probe = _run_in_workdir(
             "pass", None, box=found, network=network, rlimits=[], timeout=10.0,
-            max_processes=_MIN_PID_MAX, max_output_bytes=4096,
+            max_processes=_MIN_PID_MAX, max_output_bytes=4096, max_write_mb=MAX_WRITE_MB,
         )
     except SandboxError:
         return None
@@ -454,6 +527,30 @@ def isolation(network: bool) -> Isolation:
     return Isolation(
         "unshare", flags, network="-n" in flags, processes="-p" in flags, user="-r" in flags
     )
+
+
+def isolation_record(network: bool = False) -> dict[str, Any]:
+    """Describe the sandbox that runs programs here, for a run's record (``run.json``).
+
+    Cheap after the first call: :func:`isolation` probes once per process.
+
+    Args:
+        network: whether the programs may use the network (the Code tools' default is not).
+
+    Returns:
+        ``{"isolation": "bubblewrap" | "unshare" | "none", "filesystem": ..., "network": ...,
+        "processes": ..., "max_write_mb": ..., "max_work_files": ...}``: the level, what it
+        closes (see :class:`Isolation`) and the default bounds of a working directory.
+    """
+    box = isolation(network)
+    return {
+        "isolation": box.level,
+        "filesystem": box.filesystem,
+        "network": box.network,
+        "processes": box.processes,
+        "max_write_mb": MAX_WRITE_MB,
+        "max_work_files": MAX_WORK_FILES,
+    }
 
 
 def _warn_unisolated(missing: list[str]) -> None:
@@ -487,31 +584,54 @@ def _read_only_paths(network: bool) -> list[str]:
     ]
 
 
-def _bwrap_args(network: bool, workdir: str) -> list[str]:
-    """Bubblewrap's arguments: new namespaces, the read-only view, the working directory."""
+# The devices of the box's /dev, as bwrap's own --dev makes it.
+_DEVICES = ("null", "zero", "full", "random", "urandom", "tty")
+
+
+def _bwrap_args(network: bool, workdir: str, program_fd: int) -> list[str]:
+    """Bubblewrap's arguments: new namespaces, the read-only view, the working directory.
+
+    The working directory is a tmpfs holding a copy of the program (from ``program_fd``),
+    whose limits the boot program sets with the ``CAP_SYS_ADMIN`` kept for it (and
+    ``CAP_SETPCAP``, to empty the bounding set), before it drops both. ``/dev`` is built here
+    rather than with ``--dev``, whose tmpfs would be writable and as large as half the RAM:
+    the devices, the ``/proc/self/fd`` links, ``/dev/shm`` as a link to the working
+    directory, then read-only.
+    """
     args = [_bwrap_path() or "bwrap", "--unshare-all", "--die-with-parent", "--as-pid-1"]
     if network:
         args.append("--share-net")
-    if os.geteuid() == 0:
-        args += ["--cap-drop", "ALL"]
+    args += ["--cap-drop", "ALL", "--cap-add", "CAP_SYS_ADMIN", "--cap-add", "CAP_SETPCAP"]
     for path in _read_only_paths(network):
         if os.path.islink(path):
             args += ["--symlink", os.readlink(path), path]
         else:
             args += ["--ro-bind", path, path]
-    args += ["--dev", "/dev", "--proc", "/proc", "--bind", workdir, workdir]
+    args += ["--tmpfs", "/dev"]
+    for name in _DEVICES:
+        args += ["--dev-bind-try", f"/dev/{name}", f"/dev/{name}"]
+    for name, target in (("fd", ""), ("stdin", "/0"), ("stdout", "/1"), ("stderr", "/2")):
+        args += ["--symlink", f"/proc/self/fd{target}", f"/dev/{name}"]
+    args += ["--symlink", workdir, "/dev/shm", "--remount-ro", "/dev"]
+    args += ["--proc", "/proc"]
+    for name in ("keys", "key-users"):
+        args += ["--ro-bind-try", "/dev/null", f"/proc/{name}"]
+    args += ["--tmpfs", workdir, "--file", str(program_fd), os.path.join(workdir, PROGRAM_FILE)]
     return [*args, "--remount-ro", "/", "--chdir", workdir, "--"]
 
 
-def _fs_spec(network: bool, workdir: str) -> str:
-    """The boot program's instructions for closing the filesystem (the unshare path)."""
-    return json.dumps(
-        {
-            "workdir": workdir,
-            "read_only": _read_only_paths(network),
-            "pivot_root": _PIVOT_ROOT[platform.machine()],
-        }
-    )
+def _tmpfs_options(max_write_mb: int) -> str:
+    """The mount options of a working directory's tmpfs: its size and its number of inodes."""
+    return f"size={max_write_mb << 20},nr_inodes={MAX_WORK_FILES + 1}"
+
+
+def _fs_spec(network: bool, workdir: str, box: Isolation, max_write_mb: int) -> str:
+    """The boot program's instructions for finishing the box (see ``_BOOT``)."""
+    spec: dict[str, Any] = {"workdir": workdir, "tmpfs": _tmpfs_options(max_write_mb)}
+    if box.tool == "unshare":
+        spec["read_only"] = _read_only_paths(network)
+        spec["pivot_root"] = _PIVOT_ROOT[platform.machine()]
+    return json.dumps(spec)
 
 
 def _rlimits(
@@ -569,10 +689,60 @@ class _Output:
         return self.data.decode("utf-8", errors="replace")
 
 
+class _WriteGuard:
+    """Kills a program whose working directory, on the host's disk, grows past its cap.
+
+    Used where no tmpfs bounds the directory: :meth:`check` walks it at most every
+    ``_CHECK_S`` seconds, counting allocated bytes and entries, and stops at the cap, so that
+    one walk costs at most ``max_entries`` ``lstat`` calls.
+    """
+
+    def __init__(self, folder: str, max_bytes: int, max_entries: int) -> None:
+        self.folder = folder
+        self.max_bytes = max_bytes
+        self.max_entries = max_entries
+        self.tripped = False
+        self._next = 0.0
+
+    def check(self, now: float) -> bool:
+        """Return True (once) when the folder is found over its cap; ``now`` is monotonic."""
+        if self.tripped or now < self._next:
+            return False
+        self._next = now + _CHECK_S
+        self.tripped = self._over()
+        return self.tripped
+
+    def _over(self) -> bool:
+        total = entries = 0
+        pending = [self.folder]
+        while pending:
+            try:
+                with os.scandir(pending.pop()) as found:
+                    for entry in found:
+                        try:
+                            st = entry.stat(follow_symlinks=False)
+                        except OSError:
+                            continue  # removed while we looked
+                        total += st.st_blocks * 512
+                        entries += 1
+                        if total > self.max_bytes or entries > self.max_entries:
+                            return True
+                        if entry.is_dir(follow_symlinks=False):
+                            pending.append(entry.path)
+            except OSError:
+                continue  # a folder removed, or made unreadable, by the program
+        return False
+
+
 def _collect(
-    proc: subprocess.Popen[bytes], deadline: float, outputs: dict[int, _Output], pidns: bool
+    proc: subprocess.Popen[bytes], deadline: float, outputs: dict[int, _Output], pidns: bool,
+    guard: _WriteGuard | None = None,
 ) -> bool:
-    """Read the child's pipes until both close or ``deadline``; return True on timeout."""
+    """Read the child's pipes until both close or ``deadline``; return True on timeout.
+
+    With a ``guard``, the whole process group is killed when the guard finds the working
+    directory over its cap.
+    """
     assert proc.stdout is not None and proc.stderr is not None
     exited_at: float | None = None
     with selectors.DefaultSelector() as selector:
@@ -596,6 +766,8 @@ def _collect(
                 exited_at = time.monotonic()
                 if not pidns:
                     _kill_group(proc.pid)
+            if guard is not None and exited_at is None and guard.check(time.monotonic()):
+                _kill_group(proc.pid)
     try:
         proc.wait(timeout=max(deadline - time.monotonic(), 0.001))
     except subprocess.TimeoutExpired:
@@ -624,6 +796,7 @@ def run_python(
     max_open_files: int = 64,
     max_output_bytes: int = 65536,
     max_processes: int = 64,
+    max_write_mb: int = MAX_WRITE_MB,
     network: bool = False,
     stdin: str | None = None,
 ) -> SandboxResult:
@@ -641,6 +814,9 @@ def run_python(
         max_output_bytes: bytes of stdout, and separately of stderr, kept.
         max_processes: processes and threads the program may run at once, where it can be
             enforced (see the module docstring; for root the kernel minimum of 300 applies).
+        max_write_mb: the most the program's working directory (and ``/dev/shm``) may hold at
+            once, in MiB: its tmpfs's size, or the caller's check without a tmpfs (see
+            "Bounding what a program writes" in the module docstring).
         network: allow network access. When False the program runs in an empty network
             namespace if the OS allows one; otherwise it runs anyway, with a one-time warning.
         stdin: text fed to the program's standard input; by default it reads end-of-file.
@@ -661,6 +837,7 @@ def run_python(
         max_open_files=max_open_files,
         max_output_bytes=max_output_bytes,
         max_processes=max_processes,
+        max_write_mb=max_write_mb,
     )
     box = isolation(network)
     missing = box.missing(network)
@@ -685,6 +862,7 @@ def run_python(
         timeout=timeout,
         max_processes=max_processes,
         max_output_bytes=max_output_bytes,
+        max_write_mb=max_write_mb,
     )
 
 
@@ -707,6 +885,7 @@ def _run_in_workdir(
     timeout: float,
     max_processes: int,
     max_output_bytes: int,
+    max_write_mb: int,
 ) -> SandboxResult:
     """Run ``code`` from a fresh working directory, report how it ended, and clean up.
 
@@ -714,23 +893,36 @@ def _run_in_workdir(
     first process, which cannot die of the program's signal itself.
     """
     pidns = box.processes
-    workdir = tempfile.mkdtemp(prefix=TEMP_PREFIX)
-    status_r = status_w = -1
+    workdir, lock = _new_workdir()
+    status_r = status_w = program_fd = -1
     stdin_file = None
     try:
-        with open(os.path.join(workdir, PROGRAM_FILE), "w", encoding="utf-8") as f:
+        program = os.path.join(workdir, PROGRAM_FILE)
+        with open(program, "w", encoding="utf-8") as f:
             f.write(code)
+        if box.tool == "bwrap":
+            program_fd = os.open(program, os.O_RDONLY)  # bwrap copies it into the tmpfs
         if pidns:
             status_r, status_w = os.pipe()
             os.set_blocking(status_r, False)
         stdin_file = _stdin_file(stdin)
         pid_max = max(max_processes + 1, _MIN_PID_MAX) if pidns else 0
-        command = _command(box, network, workdir, [str(status_w), str(os.getpid()), str(pid_max)])
-        proc, start = _start([*command, *rlimits], stdin_file, workdir, status_w)
-        if status_w >= 0:
-            os.close(status_w)
-            status_w = -1
-        timed_out, duration, stdout, stderr = _watch(proc, start, timeout, max_output_bytes, pidns)
+        boot_args = [str(status_w), str(os.getpid()), str(pid_max)]
+        command = _command(box, network, workdir, boot_args, program_fd, max_write_mb)
+        guard = None if box.filesystem else _WriteGuard(
+            workdir, max_write_mb << 20, MAX_WORK_FILES
+        )
+        proc, start = _start(
+            [*command, *rlimits], stdin_file, workdir, [fd for fd in (status_w, program_fd)
+                                                         if fd >= 0]
+        )
+        for fd in (status_w, program_fd):
+            if fd >= 0:
+                os.close(fd)
+        status_w = program_fd = -1
+        timed_out, duration, stdout, stderr = _watch(
+            proc, start, timeout, max_output_bytes, pidns, guard
+        )
         status = _read_status(status_r) if status_r >= 0 and not timed_out else None
         returncode = os.waitstatus_to_exitcode(status) if status is not None else proc.returncode
         return SandboxResult(
@@ -742,14 +934,120 @@ def _run_in_workdir(
             duration_s=duration,
             network_isolated=box.network,
             truncated=stdout.dropped or stderr.dropped,
+            write_cap_exceeded=guard is not None and guard.tripped,
         )
     finally:
-        for fd in (status_r, status_w):
+        for fd in (status_r, status_w, program_fd):
             if fd >= 0:
                 os.close(fd)
         if stdin_file is not None:
             stdin_file.close()
         shutil.rmtree(workdir, ignore_errors=True)
+        os.close(lock)  # after the removal: the folder is never unlocked while it is there
+
+
+def _new_workdir() -> tuple[str, int]:
+    """Make this call's working directory and lock it; return it and the lock's descriptor.
+
+    The name holds this process's pid, and the lock (``flock`` on the directory) lasts until
+    the call closes the descriptor or the process dies: :func:`remove_stale_workdirs` takes a
+    directory only when both say its maker is gone. A directory that such a sweep (by a
+    process that sees other pids, in another PID namespace) took before it was locked is
+    noticed, and a new one is made.
+
+    Raises:
+        SandboxError: when no working directory can be made.
+    """
+    parent = tempfile.gettempdir()
+    _sweep_once(parent)
+    for _ in range(3):
+        try:
+            workdir = tempfile.mkdtemp(prefix=f"{TEMP_PREFIX}{os.getpid()}-", dir=parent)
+        except OSError as e:
+            raise SandboxError(f"could not make the sandbox's working directory: {e}") from e
+        try:
+            lock = os.open(workdir, os.O_RDONLY | os.O_DIRECTORY)
+        except OSError:
+            continue  # removed already
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            if os.stat(workdir).st_ino == os.fstat(lock).st_ino:
+                return workdir, lock
+        except OSError:
+            pass  # being removed
+        os.close(lock)
+    raise SandboxError(f"could not make the sandbox's working directory in {parent}")
+
+
+_sweep_lock = threading.Lock()
+_swept: set[tuple[int, str]] = set()
+
+
+def _sweep_once(parent: str) -> None:
+    """Run :func:`remove_stale_workdirs` on ``parent`` once per process (the first call)."""
+    key = (os.getpid(), parent)
+    with _sweep_lock:
+        if key in _swept:
+            return
+        _swept.add(key)
+    remove_stale_workdirs(parent)
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's process
+    return True
+
+
+def remove_stale_workdirs(parent: str | None = None) -> list[str]:
+    """Remove the working directories whose caller died before it could (e.g. by ``SIGKILL``).
+
+    A directory is taken when its name says it was made by a process that no longer runs,
+    the directory belongs to this user and nobody holds its lock (see :func:`run_python`'s
+    working directory). Each process calls this once per temporary folder, before its first
+    sandbox there; calling it again is harmless.
+
+    Args:
+        parent: the folder to clean; by default :func:`tempfile.gettempdir`.
+
+    Returns:
+        The directories removed.
+    """
+    parent = parent or tempfile.gettempdir()
+    try:
+        names = os.listdir(parent)
+    except OSError:
+        return []
+    removed = []
+    for name in names:
+        match = _WORKDIR_RE.fullmatch(name)
+        if match is None or _pid_alive(int(match[1])):
+            continue
+        path = os.path.join(parent, name)
+        try:
+            lock = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+        except OSError:
+            continue
+        try:
+            ours = os.fstat(lock).st_uid == os.geteuid()
+            if ours:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            ours = False  # its maker still holds it (it runs in another PID namespace)
+        if not ours:
+            os.close(lock)
+            continue
+        try:
+            shutil.rmtree(path, ignore_errors=True)
+        finally:
+            os.close(lock)
+        if not os.path.lexists(path):
+            removed.append(path)
+    return removed
 
 
 def _stdin_file(text: str | None) -> IO[bytes] | None:
@@ -766,27 +1064,34 @@ def _stdin_file(text: str | None) -> IO[bytes] | None:
     return stdin_file
 
 
-def _command(box: Isolation, network: bool, workdir: str, boot_args: list[str]) -> list[str]:
+def _command(
+    box: Isolation, network: bool, workdir: str, boot_args: list[str], program_fd: int,
+    max_write_mb: int,
+) -> list[str]:
     """The argument list up to the rlimits: the isolating tool's, then the boot program's.
 
     ``boot_args`` are the boot program's STATUS_FD, PARENT and PID_MAX; FS follows them.
+    ``program_fd`` is open on the program file (bwrap copies it into the box).
     """
     fs = "-"
     if box.tool == "bwrap":
-        prefix = _bwrap_args(network, workdir)
+        prefix = _bwrap_args(network, workdir, program_fd)
+        fs = _fs_spec(network, workdir, box, max_write_mb)
     elif box.tool == "unshare":
         prefix = [_unshare_path() or "unshare", *box.flags, "--"]
         if box.filesystem:
-            fs = _fs_spec(network, workdir)
+            fs = _fs_spec(network, workdir, box, max_write_mb)
     else:
         prefix = []
     return [*prefix, sys.executable, "-s", "-P", "-c", _BOOT, *boot_args, fs]
 
 
 def _start(
-    command: list[str], stdin_file: IO[bytes] | None, workdir: str, status_w: int
+    command: list[str], stdin_file: IO[bytes] | None, workdir: str, pass_fds: list[int]
 ) -> tuple[subprocess.Popen[bytes], float]:
     """Start ``command`` in its own session with the minimal environment; return it and when.
+
+    ``pass_fds`` stay open in the child (the status pipe, bwrap's copy of the program).
 
     Raises:
         SandboxError: when the process cannot be started.
@@ -802,7 +1107,7 @@ def _start(
             cwd=workdir,
             env=env,
             start_new_session=True,
-            pass_fds=(status_w,) if status_w >= 0 else (),
+            pass_fds=pass_fds,
         )
     except OSError as e:
         raise SandboxError(f"could not start the sandbox: {e}") from e
@@ -811,9 +1116,11 @@ def _start(
 
 def _watch(
     proc: subprocess.Popen[bytes], start: float, timeout: float, max_output_bytes: int,
-    pidns: bool,
+    pidns: bool, guard: _WriteGuard | None,
 ) -> tuple[bool, float, _Output, _Output]:
     """Read the program's output until it ends or times out, then kill what is left and wait.
+
+    ``guard`` checks the working directory's size meanwhile, where no tmpfs bounds it.
 
     Returns:
         Whether it timed out, the seconds since ``start``, and its stdout and stderr.
@@ -825,7 +1132,7 @@ def _watch(
             proc.stderr.fileno(): _Output(max_output_bytes),
         }
         try:
-            timed_out = _collect(proc, start + timeout, outputs, pidns)
+            timed_out = _collect(proc, start + timeout, outputs, pidns, guard)
         finally:
             # Kills the group on timeout or error; without a PID namespace it also ends
             # whatever the program left running in its group.
