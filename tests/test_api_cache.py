@@ -317,7 +317,9 @@ def test_usage_blocks_sum_the_roles():
     assert "cache" not in usage_blocks(usage)
 
 
-@pytest.mark.full
+# slow tier: starts its own Ray instance and two actors that each load torch (22 s on
+# quiet cores, 86 s under load); `make test-slow` runs it
+@pytest.mark.slow
 def test_ray_workers_share_the_cache_and_report_their_usage(tmp_path):
     ray = pytest.importorskip("ray")
     from pathlib import Path

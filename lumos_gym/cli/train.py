@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 from typing import TYPE_CHECKING
 
 from lumos_gym.cli.args import (
@@ -60,6 +61,10 @@ def _add_schedule_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--batch-size", type=positive_int, default=None,
                    help="rows per device per pass, at least 1")
     p.add_argument("--grad-accum", type=positive_int, default=None, help="at least 1")
+    p.add_argument("--total-batch", type=positive_int, default=None,
+                   help="rows per optimizer step over all processes, at least 1; the "
+                   "accumulation follows the process count, so a run resumes with another "
+                   "count on the same batches")
     pack = p.add_mutually_exclusive_group()
     pack.add_argument("--pack", dest="pack", action="store_true", default=None,
                       help="pack records into max-length rows (no cross-record attention)")
@@ -70,6 +75,8 @@ def _add_schedule_flags(p: argparse.ArgumentParser) -> None:
                    help="held-out share, 0 to 1")
     p.add_argument("--eval-steps", type=positive_int, default=None, help="at least 1")
     p.add_argument("--save-steps", type=positive_int, default=None, help="at least 1")
+    p.add_argument("--logging-steps", type=positive_int, default=None,
+                   help="optimizer steps between loss logs, at least 1")
     p.add_argument("--max-records", type=positive_int, default=None, help="at least 1")
     p.add_argument("--seed", type=nonnegative_int, default=None, help="at least 0")
     p.add_argument("--merge", action="store_true", help="also save a merged model (OUT/merged)")
@@ -90,14 +97,18 @@ def cmd_train(args: argparse.Namespace) -> int:
         args.recipe, data=args.data, full=args.full, base_model=args.base_model, out=args.out,
         lora_r=args.lora, epochs=args.epochs, max_steps=args.max_steps, lr=args.lr,
         max_length=args.max_length, batch_size=args.batch_size, grad_accum=args.grad_accum,
+        total_batch=args.total_batch,
         pack=args.pack, precision=args.precision, eval_fraction=args.eval_fraction,
-        eval_steps=args.eval_steps, save_steps=args.save_steps, max_records=args.max_records,
+        eval_steps=args.eval_steps, save_steps=args.save_steps,
+        logging_steps=args.logging_steps, max_records=args.max_records,
         seed=args.seed, merge=args.merge or None, resume=args.resume or None,
         init_adapter=args.init_adapter, device=args.device, threads=args.threads,
         lora_targets=tuple(args.lora_targets.split(",")) if args.lora_targets else None,
         report_to=args.report_to,
     )
-    _print_result(config, train(config))
+    result = train(config)
+    if int(os.environ.get("RANK", "0")) == 0:  # under `accelerate launch`, one process says it
+        _print_result(config, result)
     return 0
 
 

@@ -161,6 +161,28 @@ def model_max_length(model: Any) -> int | None:
     return None
 
 
+def last_complete_checkpoint(out: Path) -> str | None:
+    """The newest ``checkpoint-N`` of ``out`` that was written to its end, or ``None``.
+
+    The Trainer writes a checkpoint's ``trainer_state.json`` last; a run killed while writing
+    one leaves a folder without it, which is passed over (with a warning) rather than resumed
+    from.
+    """
+    steps = sorted(
+        (int(p.name.rsplit("-", 1)[1]), p) for p in out.glob("checkpoint-*")
+        if p.is_dir() and p.name.rsplit("-", 1)[1].isdigit()
+    )
+    unfinished = []
+    for _, folder in reversed(steps):
+        if (folder / "trainer_state.json").is_file():
+            if unfinished:
+                logger.warning("passing over %s, which a killed run left half written; "
+                               "resuming from %s", ", ".join(unfinished), folder.name)
+            return str(folder)
+        unfinished.append(folder.name)
+    return None
+
+
 def check_output_folder(
     config: TrainConfig, fingerprint: dict[str, str] | None = None
 ) -> str | None:
@@ -170,12 +192,10 @@ def check_output_folder(
         TrainingError: the folder holds another run (without ``--resume``), or ``--resume``
             names a run whose model, data shape or seed differ.
     """
-    from transformers.trainer_utils import get_last_checkpoint
-
     out = Path(config.out)
     if not out.is_dir():
         return None
-    last = get_last_checkpoint(str(out))
+    last = last_complete_checkpoint(out)
     saved = (out / CONFIG_FILE).is_file()
     if not config.resume:
         if last or saved:
@@ -198,6 +218,16 @@ def check_output_folder(
             hashes = json.loads(saved_hashes.read_text(encoding="utf-8"))
             if hashes != (fingerprint or data_fingerprint(config.data)):
                 changed.append("the training files' contents changed since the run started")
+        rows = rows_per_step(config)
+        before_rows = _last_session(out).get("rows_per_step")
+        if not changed and isinstance(before_rows, int) and before_rows != rows:
+            raise TrainingError(
+                f"--resume: the run in {out} took {before_rows} rows an optimizer step, and "
+                f"{rows} now ({config.batch_size} a process x {grad_accum_for(config)} "
+                f"accumulated x {_world()} process(es)), so the checkpoint's place in the data "
+                "would be lost; resume with the process count it ran with, or start runs with "
+                "--total-batch N, whose accumulation follows the process count"
+            )
         if changed:
             raise TrainingError(
                 f"--resume: the run in {out} was made with other settings ("
@@ -366,6 +396,17 @@ def training_arguments(config: TrainConfig, *, has_eval: bool) -> Any:
     )
 
 
+def _world() -> int:
+    """The number of training processes (``accelerate launch`` sets ``WORLD_SIZE``)."""
+    return int(os.environ.get("WORLD_SIZE", "1"))
+
+
+def rows_per_step(config: TrainConfig, world_size: int | None = None) -> int:
+    """Rows one optimizer step takes over all processes."""
+    world = world_size or _world()
+    return config.batch_size * grad_accum_for(config, world) * world
+
+
 def grad_accum_for(config: TrainConfig, world_size: int | None = None) -> int:
     """Forward passes per step: ``grad_accum``, or what reaches ``total_batch`` on all devices.
 
@@ -501,11 +542,23 @@ def _checkpoint_step(checkpoint: str | None) -> int:
         return 0
 
 
-def start_session(out: Path, resume_from: str | None) -> None:
+def _last_session(out: Path) -> dict[str, Any]:
+    """The latest session :func:`start_session` recorded in ``out`` (empty if none)."""
+    try:
+        loaded = json.loads((out / SESSIONS_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    if isinstance(loaded, list) and loaded and isinstance(loaded[-1], dict):
+        return loaded[-1]
+    return {}
+
+
+def start_session(out: Path, resume_from: str | None, config: TrainConfig | None = None) -> None:
     """Record that a ``train`` call starts in ``out``: when, at which step, on which code.
 
     A fresh run starts the list; a resumed one adds to it, so a card can say that (and where)
-    a run was killed and resumed.
+    a run was killed and resumed. With ``config``, the session also records its process count
+    and the rows of one optimizer step, which a later ``--resume`` must keep.
     """
     sessions: list[dict[str, Any]] = []
     if resume_from is not None or (out / SESSIONS_FILE).is_file():
@@ -518,6 +571,7 @@ def start_session(out: Path, resume_from: str | None) -> None:
     sessions.append({
         "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "from_step": _checkpoint_step(resume_from),
         "git": git_provenance(),
+        **({"processes": _world(), "rows_per_step": rows_per_step(config)} if config else {}),
     })
     write_json_atomic(out / SESSIONS_FILE, sessions)
 
@@ -622,13 +676,14 @@ def train(config: TrainConfig) -> TrainResult:
         logger.warning(note)
     out = Path(config.out)
     trainer = build_trainer(prepared)
+    check_launch(trainer)
     # every rank has checked the folder (prepare) before the main one marks it as in use
     trainer.accelerator.wait_for_everyone()
     if trainer.is_world_process_zero():
         out.mkdir(parents=True, exist_ok=True)
         config.save(out)
         write_json_atomic(out / DATA_FILE, prepared.fingerprint)
-        start_session(out, prepared.resume_from)
+        start_session(out, prepared.resume_from, config)
     started = time.perf_counter()
     output = trainer.train(resume_from_checkpoint=prepared.resume_from)
     seconds = time.perf_counter() - started
@@ -640,11 +695,34 @@ def train(config: TrainConfig) -> TrainResult:
     return finish(prepared, trainer, seconds)
 
 
+def check_launch(trainer: Any) -> None:
+    """Refuse a launch whose sharding accelerate asked for but does not run.
+
+    accelerate (1.15) turns FSDP and DeepSpeed on only for GPU-like devices: launched with
+    ``fsdp.yaml`` on CPUs, its state falls back to plain data parallelism (DDP) and says
+    nothing, so the model is not sharded though the config says it is.
+
+    Raises:
+        TrainingError: the launch asked for FSDP or DeepSpeed and the trainer runs without it.
+    """
+    asked = {
+        "FSDP": ("ACCELERATE_USE_FSDP", "is_fsdp_enabled"),
+        "DeepSpeed": ("ACCELERATE_USE_DEEPSPEED", "is_deepspeed_enabled"),
+    }
+    for name, (variable, enabled) in asked.items():
+        if os.environ.get(variable, "false").lower() == "true" and not getattr(
+                trainer, enabled, False):
+            raise TrainingError(
+                f"accelerate was launched with {name}, but the trainer runs without it "
+                f"({trainer.args.device}): accelerate shards with {name} on GPUs only and "
+                "falls back to plain data parallelism elsewhere; on CPUs launch with "
+                "`accelerate launch --multi_gpu --num_processes N` (DDP over gloo)"
+            )
+
+
 def steps_per_epoch(rows: int, config: TrainConfig, world_size: int | None = None) -> int:
     """Optimizer steps one pass over ``rows`` takes."""
-    world = world_size or int(os.environ.get("WORLD_SIZE", "1"))
-    per_step = config.batch_size * grad_accum_for(config, world) * world
-    return max(1, math.ceil(rows / per_step))
+    return max(1, math.ceil(rows / rows_per_step(config, world_size)))
 
 
 __all__ = [
@@ -652,6 +730,7 @@ __all__ = [
     "Prepared",
     "TrainResult",
     "build_trainer",
+    "check_launch",
     "check_output_folder",
     "finish",
     "grad_accum_for",
@@ -661,6 +740,7 @@ __all__ = [
     "name_adapter_base",
     "prepare",
     "cast_adapter_file",
+    "rows_per_step",
     "steps_per_epoch",
     "train",
     "training_arguments",

@@ -1,0 +1,188 @@
+"""Training on several processes, proven on CPUs: ``accelerate launch --multi_gpu`` over gloo.
+
+A tiny Llama built here trains for a few steps on one process and on two (DDP): the losses of
+every step and the saved adapter agree. A two-process run killed with SIGKILL resumes from its
+checkpoint with two processes and with one, ending where an uninterrupted run ends. The
+shipped FSDP config, which accelerate runs as plain DDP on CPUs, is refused rather than run
+unsharded; the merge after a multi-process run works.
+
+Slow tier (``make test-slow``): each launch starts two Python processes that import torch.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("accelerate")
+from conftest import save_tiny_model  # noqa: E402
+from safetensors.torch import load_file  # noqa: E402
+
+import lumos_gym.training  # noqa: E402
+
+pytestmark = pytest.mark.slow
+
+CHECKOUT = Path(__file__).resolve().parents[1]
+ACCELERATE = [sys.executable, "-m", "accelerate.commands.launch"]
+#: One machine, two processes; --multi_gpu is accelerate's multi-process launcher, which runs
+#: on CPUs over gloo when no GPU is visible (its --cpu flag starts one process only).
+TWO = [*ACCELERATE, "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
+       "--mixed_precision", "no", "--dynamo_backend", "no"]
+#: Loss agreement between one and two processes: the same rows make each optimizer step and
+#: gloo's all-reduce only reorders float sums.
+LOSS_TOLERANCE = 1e-4
+#: The adapters are saved in bf16, whose step near the weights' size (0.2) is 1/1024.
+ADAPTER_TOLERANCE = 2e-3
+
+
+def _records(path: Path, count: int = 64) -> Path:
+    """``count`` records of about 90 tokens: one a packed row of 128, so rows == records."""
+    with open(path, "w", encoding="utf-8") as f:
+        for i in range(count):
+            nums = [(i * 7 + k * 3) % 9 + 1 for k in range(6)]
+            steps = " ".join(f"Subgoal {k + 1}: Calculate {a} + {b}."
+                             for k, (a, b) in enumerate(zip(nums, nums[1:], strict=False)))
+            f.write(json.dumps({"dataset": "maths", "id": f"m{i}", "messages": [
+                {"role": "user", "content": "Task: add " + " and ".join(map(str, nums))},
+                {"role": "assistant", "content": steps}]}) + "\n")
+    return path
+
+
+@pytest.fixture(scope="module")
+def work(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("mp")
+    save_tiny_model(folder / "tiny")
+    _records(folder / "train.jsonl")
+    return folder
+
+
+def _train_args(work: Path, out: Path, *extra: str) -> list[str]:
+    return ["-m", "lumos_gym.cli", "train", "--data", str(work / "train.jsonl"),
+            "--base-model", str(work / "tiny"), "--out", str(out), "--lr", "1e-2",
+            "--eval-fraction", "0", "--max-length", "128", "--pack", "--report-to", "none",
+            "--device", "cpu", "--threads", "1", "--seed", "0", "--logging-steps", "1", *extra]
+
+
+def _env() -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(CHECKOUT), "OMP_NUM_THREADS": "1",
+            "TOKENIZERS_PARALLELISM": "false"}
+
+
+def _run(command: list[str], cwd: Path) -> subprocess.CompletedProcess:
+    done = subprocess.run(command, cwd=cwd, env=_env(), capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done
+
+
+def _losses(out: Path) -> dict[int, float]:
+    state = json.loads((out / "lumos_training.json").read_text())
+    assert state["steps"] > 0
+    last = max(out.glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[1]))
+    history = json.loads((last / "trainer_state.json").read_text())["log_history"]
+    return {e["step"]: e["loss"] for e in history if "loss" in e}
+
+
+def _assert_adapters_close(a: Path, b: Path) -> None:
+    left = load_file(a / "adapter_model.safetensors")
+    right = load_file(b / "adapter_model.safetensors")
+    assert sorted(left) == sorted(right)
+    worst = max((left[k].float() - right[k].float()).abs().max().item() for k in left)
+    assert worst <= ADAPTER_TOLERANCE, worst
+
+
+def _assert_losses_close(a: dict[int, float], b: dict[int, float]) -> None:
+    assert a.keys() == b.keys()
+    for step in a:
+        assert abs(a[step] - b[step]) <= LOSS_TOLERANCE * abs(a[step]), (step, a[step], b[step])
+
+
+def test_ddp_on_two_cpu_processes_trains_what_one_process_trains(work):
+    one, two = work / "one", work / "two"
+    _run([sys.executable, *_train_args(work, one, "--max-steps", "8", "--batch-size", "4")],
+         work)
+    _run([*TWO, *_train_args(work, two, "--max-steps", "8", "--batch-size", "2")], work)
+    _assert_losses_close(_losses(one), _losses(two))
+    _assert_adapters_close(one, two)
+    report = json.loads((two / "lumos_training.json").read_text())
+    assert report["device"] == "2 x cpu" and report["epochs"] == 0.5  # 8 steps x 4 of 64 rows
+    sessions = json.loads((two / "lumos_train_sessions.json").read_text())
+    assert [(s["processes"], s["rows_per_step"]) for s in sessions] == [(2, 4)]
+    # the merge runs on one process, after the multi-process run
+    merged = work / "merged"
+    _run([sys.executable, "-m", "lumos_gym.cli", "merge", str(two), "--out", str(merged)], work)
+    assert (merged / "config.json").is_file() and any(merged.glob("*.safetensors"))
+
+
+def _kill_when_checkpointed(command: list[str], out: Path, cwd: Path, step: int) -> None:
+    """Start ``command`` and SIGKILL its whole process group once ``checkpoint-step`` is done."""
+    process = subprocess.Popen(command, cwd=cwd, env=_env(), stdout=subprocess.DEVNULL,
+                               stderr=subprocess.PIPE, text=True, start_new_session=True)
+    done = out / f"checkpoint-{step}" / "trainer_state.json"
+    deadline = time.monotonic() + 300
+    try:
+        while not done.is_file():
+            assert process.poll() is None, process.stderr.read()[-3000:]
+            assert time.monotonic() < deadline, "no checkpoint in 300 s"
+            time.sleep(0.01)
+    finally:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+        process.stderr.close()
+
+
+def test_a_killed_two_process_run_resumes_with_two_processes_and_with_one(work):
+    # --total-batch 4 with --batch-size 2: one process accumulates 2 passes, two take 1 each,
+    # so the same rows make each optimizer step whatever the count
+    flags = ["--max-steps", "40", "--save-steps", "4", "--batch-size", "2",
+             "--total-batch", "4"]
+    whole = work / "whole"
+    _run([sys.executable, *_train_args(work, whole, *flags)], work)
+    killed = work / "killed"
+    _kill_when_checkpointed([*TWO, *_train_args(work, killed, *flags)], killed, work, 8)
+    assert not (killed / "lumos_training.json").exists()  # it did not finish
+    for name, launcher in (("again-two", TWO), ("again-one", [sys.executable])):
+        folder = work / name
+        shutil.copytree(killed, folder)
+        _run([*launcher, *_train_args(work, folder, *flags, "--resume")], work)
+        # the history holds the steps before the kill (from the checkpoint) and after it
+        _assert_losses_close(_losses(folder), _losses(whole))
+        _assert_adapters_close(whole, folder)
+        sessions = json.loads((folder / "lumos_training.json").read_text())["sessions"]
+        assert [s["processes"] for s in sessions] == [2, 2 if name == "again-two" else 1]
+        assert sessions[-1]["from_step"] >= 8 and sessions[-1]["to_step"] == 40
+
+
+def test_a_resume_that_would_change_the_rows_of_a_step_is_refused(work):
+    out = work / "fixed-accumulation"
+    _run([*TWO, *_train_args(work, out, "--max-steps", "4", "--save-steps", "2",
+                             "--batch-size", "2")], work)
+    (out / "lumos_training.json").unlink()  # as a run killed after its last checkpoint
+    done = subprocess.run([sys.executable, *_train_args(
+        work, out, "--max-steps", "4", "--save-steps", "2", "--batch-size", "2", "--resume")],
+        cwd=work, env=_env(), capture_output=True, text=True, timeout=600)
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert "took 4 rows an optimizer step, and 2 now" in done.stderr
+    assert "--total-batch" in done.stderr
+
+
+def test_the_fsdp_config_on_cpus_is_refused_not_run_as_plain_ddp(work):
+    config = Path(lumos_gym.training.__file__).parent / "accelerate" / "fsdp.yaml"
+    out = work / "fsdp"
+    done = subprocess.run(
+        [*ACCELERATE, "--config_file", str(config), "--num_processes", "2",
+         "--mixed_precision", "no", *_train_args(work, out, "--max-steps", "2",
+                                                 "--batch-size", "2")],
+        cwd=work, env=_env(), capture_output=True, text=True, timeout=600)
+    assert done.returncode != 0
+    assert "accelerate was launched with FSDP, but the trainer runs without it" in done.stderr
+    assert not (out / "adapter_model.safetensors").exists()
