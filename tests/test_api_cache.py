@@ -8,6 +8,7 @@ asked; the evaluation reaches it through the ``openai`` backend, as an API run w
 from __future__ import annotations
 
 import json
+import re
 import threading
 from collections.abc import Sequence
 
@@ -96,7 +97,11 @@ def test_a_repeated_api_run_with_cache_sends_no_request(server, tmp_path, capsys
     assert first["usage"]["completion_tokens"] == 2 * sent
     assert first["usage"]["cost_usd"] == round((prompt_tokens * 0.5 + 2 * sent * 2) / 1e6, 6)
     assert first["cache"]["hits"] == 0 and first["cache"]["misses"] == sent
-    assert f"model calls: {sent} sent, 0 from cache" in capsys.readouterr().out
+    said = capsys.readouterr().out
+    assert f"model calls: {sent} sent, 0 from cache" in said
+    both = prompt_tokens + 2 * sent  # and the rate over the episodes' time
+    assert re.search(rf"; {both:,} tokens in [0-9.]+ s: [0-9,]+ tokens/s, [0-9,]+ written/s",
+                     said), said
 
     assert _evaluate(url, tmp_path / "second", cache, "--prices", "0.5,2") == 0
     assert len(model.requests) == sent  # the server was asked nothing more

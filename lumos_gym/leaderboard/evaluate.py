@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass, replace
 from pathlib import Path
@@ -263,6 +264,7 @@ def evaluate(config: RunConfig) -> EvaluationResult:
             retried = f"; {len(again)} that ended in infra-error run again" if again else ""
             print(f"resuming: {resumed} of {len(plan.selected)} episodes already in "
                   f"{results.path}{retried}")
+        started = time.perf_counter()
         try:
             executor.run(todo, _recorder(results, plan.kinds(), plan.groups(), tokens),
                          progress=config.progress)
@@ -272,8 +274,10 @@ def evaluate(config: RunConfig) -> EvaluationResult:
                     _record_usage(out_dir, run, executor, config)
             raise
         usage = _record_usage(out_dir, run, executor, config)
+        seconds = time.perf_counter() - started  # the episodes' time, models loaded before
     if usage is not None:
-        print(usage_line(executor.usage, cache=config.cache is not None, prices=config.prices))
+        print(usage_line(executor.usage, cache=config.cache is not None, prices=config.prices,
+                         seconds=seconds))
     records = [results.done[k] for k in plan.selected if k in results.done]
     summary = summarize(records)
     summary["provenance"] = provenance_for_summary(run)
