@@ -132,7 +132,7 @@ def usage_line(usage: Mapping[str, Usage], *, cache: bool,
     """One line about the model calls.
 
     For example ``model calls: 412 sent, 0 from cache; tokens 51,200 in / 8,340 out``, then
-    the rate over the episodes' ``seconds`` (``59,540 tokens in 90.8 s: 656 tokens/s, 92
+    the rate over the episodes' ``seconds`` (``59,540 tokens in 100.0 s: 595 tokens/s, 83
     written/s``), the cost with ``prices``, and what the cache saved when it answered any.
     """
     total = Usage()
