@@ -8,6 +8,12 @@ ordinary batched :class:`~lumos_gym.agents.runner.Runner`; the records come back
 driver, which appends them one by one as each chunk finishes. A killed driver therefore
 loses at most the chunks in flight, and ``--resume`` runs exactly the episodes not written.
 
+A worker lost with its node (the node's raylet killed, the machine gone) loses only the
+chunks it held: they are sent again, whole, to the workers left, and a replacement worker is
+asked of Ray but used only once it has started somewhere, so that a cluster with no room left
+goes on with the workers it has. ``run.json``'s ``ray`` then says how many episodes each node
+ran and which chunks were sent again (:meth:`RayPool.report`).
+
 Models: with the ``hf`` or ``vllm`` backend each actor loads its own copy (give actors GPUs
 with ``worker_gpus``); with ``--backend openai --base-url URL`` the actors are clients of one
 served model, which batches their requests. Envs and agents must be importable on every node
@@ -21,12 +27,11 @@ Ray is an optional dependency (``pip install 'lumos-gym[ray]'``).
 from __future__ import annotations
 
 import math
-import os
 import re
 import socket
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +41,7 @@ from lumos_gym.envs import load_plugins
 from lumos_gym.errors import LumosGymError
 from lumos_gym.leaderboard.backends import agent_backends
 from lumos_gym.leaderboard.provenance import fingerprint, provenance
+from lumos_gym.leaderboard.results import episode_key
 from lumos_gym.leaderboard.usage import (
     add_usage,
     counted_backends,
@@ -45,6 +51,10 @@ from lumos_gym.leaderboard.usage import (
 )
 from lumos_gym.models.base import Backend
 from lumos_gym.models.caching import Usage
+
+#: How long a run whose every worker was lost waits for a replacement to start (a node to join
+#: or to free a CPU) before it stops; while any worker is left, replacements never hold it up.
+START_TIMEOUT_S = 300.0
 
 
 class DistributedError(LumosGymError):
@@ -125,12 +135,55 @@ class EpisodeWorker:
         return usage_counts(role_usage(self.built))
 
     def node(self) -> str:
-        """The name of the machine this worker runs on."""
-        return os.uname().nodename
+        """The id of the Ray node this worker runs on (several nodes may share a machine)."""
+        import ray  # the worker runs inside Ray: importing it here keeps the module Ray-free
+
+        return ray.get_runtime_context().get_node_id()
 
     def close(self) -> None:
         """Close the backends."""
         self.built.close()
+
+
+@dataclass(eq=False)
+class _Worker:
+    """One actor of a :class:`RayPool`, and the Ray node it runs on."""
+
+    handle: Any
+    node_ref: Any
+    """The reference of its first call, ``node``."""
+    starting: bool = False
+    """A replacement until ``node`` answers: no chunk goes to it before, so that one Ray
+    cannot place (no room left) holds nothing up. The workers of the pool's start take chunks
+    at once (Ray queues them while the actor starts): the pool checked there was room."""
+    node: str | None = None
+
+
+@dataclass(frozen=True)
+class _Chunk:
+    """Episodes sent to one worker in one call."""
+
+    specs: list[EpisodeSpec]
+    suspect: bool = False
+    """One episode of a chunk whose worker process died: it runs alone on an idle worker,
+    so that a death names the episode that caused it."""
+    retried: bool = False
+    """Sent again after its worker was lost with its node; lost a second time, it is split
+    into suspects (an episode that kills its worker in a way Ray reports as a lost node cannot
+    take worker after worker with it)."""
+
+
+@dataclass
+class _Record:
+    """What a pool did on the cluster over its runs (:meth:`RayPool.report`)."""
+
+    episodes: dict[str, int] = field(default_factory=dict)  # node id → episodes written
+    retried: list[dict[str, Any]] = field(default_factory=list)  # chunks sent again
+    lost_nodes: list[str] = field(default_factory=list)
+
+
+#: Resources every node has, left out of ``report``'s list of what a node offers.
+_BOOKKEEPING = frozenset({"memory", "object_store_memory"})
 
 
 class RayPool:
@@ -183,7 +236,9 @@ class RayPool:
                 ray.init(address=target, include_dashboard=False, log_to_driver=True,
                          configure_logging=True, logging_level="WARNING")
             except (ConnectionError, RuntimeError, ValueError) as e:
-                raise DistributedError(f"cannot reach the Ray cluster at {address!r}: {e}") from e
+                raise DistributedError(
+                    f"cannot reach the Ray cluster at {address!r}: {e}{_token_hint(e)}"
+                ) from e
             self.started = True
         try:
             resources = ray.cluster_resources()
@@ -225,10 +280,50 @@ class RayPool:
             folder = str(Path(cache).expanduser().resolve()) if cache is not None else None
             self._new_actor = lambda: actor.remote(agent, options, backends, dict(runner or {}),
                                                    folder)
-            self.actors = [self._new_actor() for _ in range(workers)]
+            self.workers = [self._start_worker(starting=False) for _ in range(workers)]
+            self.record = _Record()
         except BaseException:
             self._shutdown()
             raise
+
+    def _start_worker(self, starting: bool = True) -> _Worker:
+        handle = self._new_actor()
+        return _Worker(handle, handle.node.remote(), starting=starting)
+
+    def _node_of(self, worker: _Worker, wait: bool) -> str | None:
+        """The node ``worker`` runs on; None when it died before saying (and not ``wait``)."""
+        if worker.node is None and (wait or self.ray.wait([worker.node_ref], timeout=0)[0]):
+            try:
+                worker.node = self.ray.get(worker.node_ref)
+            except self.ray.exceptions.RayError:
+                if wait:
+                    raise
+        return worker.node
+
+    def _started(self, worker: _Worker) -> None:
+        """Take the answer of a replacement: it is ready, or it died before running any.
+
+        Raises:
+            DistributedError: its constructor raised (a model that cannot load, say): every
+                worker would fail alike.
+        """
+        worker.starting = False
+        try:
+            self._node_of(worker, wait=True)
+        except self.ray.exceptions.RayActorError as e:
+            if getattr(e, "actor_init_failed", False):
+                raise DistributedError(f"a Ray worker failed: {_cause(e)}") from e
+            # placed on a node that then went away: not asked again, the run goes on without
+            self.workers.remove(worker)
+            self.ray.kill(worker.handle)
+        except self.ray.exceptions.RayError as e:
+            raise DistributedError(f"a Ray worker failed: {_cause(e)}") from e
+
+    def _node_lost(self, node: str | None) -> bool:
+        """Whether Ray holds ``node`` (a node id) for dead."""
+        return node is not None and not any(
+            n.get("NodeID") == node and n.get("Alive") for n in self.ray.nodes()
+        )
 
     # ---------------------------------------------------------------------------- driver side
     def _get(self, refs: Any) -> Any:
@@ -239,13 +334,38 @@ class RayPool:
 
     def describe(self, argv: Sequence[str] | None) -> dict[str, Any]:
         """Worker 0's fingerprint and provenance, plus the cluster's layout."""
-        described = self._get(self.actors[0].describe.remote(argv))
-        nodes = self._get([a.node.remote() for a in self.actors])
+        described = self._get(self.workers[0].handle.describe.remote(argv))
+        nodes = self._get([w.node_ref for w in self.workers])
+        for worker, node in zip(self.workers, nodes, strict=True):
+            worker.node = node
         described["provenance"]["ray"] = {
-            "workers": len(self.actors), "nodes": len(set(nodes)),
+            "workers": len(self.workers), "nodes": len(set(nodes)),
             "resources": self.resources,
         }
         return described
+
+    def report(self) -> dict[str, Any]:
+        """What the runs did on the cluster, for ``run.json``'s ``ray``.
+
+        Returns:
+            ``episodes_per_node``: per node that ran episodes, its id, host, resources (CPU,
+            GPU, custom ones), episodes written, and whether it was ``lost`` (a worker on it
+            lost with its node: Ray's own verdict on a node comes seconds later);
+            ``retried``: each chunk sent again after its worker was lost with its node (the
+            node, the keys of its episodes in ``episodes.jsonl``); ``lost_nodes``: the ids of
+            those nodes.
+        """
+        known = {n.get("NodeID"): n for n in self.ray.nodes()}
+        per_node = []
+        for node, episodes in self.record.episodes.items():
+            info = known.get(node, {})
+            resources = {k: v for k, v in (info.get("Resources") or {}).items()
+                         if not k.startswith("node:") and k not in _BOOKKEEPING}
+            per_node.append({"node": node, "host": info.get("NodeManagerAddress"),
+                             "resources": resources, "episodes": episodes,
+                             "lost": node in self.record.lost_nodes})
+        return {"episodes_per_node": per_node, "retried": list(self.record.retried),
+                "lost_nodes": list(self.record.lost_nodes)}
 
     def run(
         self,
@@ -259,87 +379,140 @@ class RayPool:
 
         Chunks hold at most ``chunk`` episodes (the runner's batch), fewer when that spreads
         a small run over more workers. When a worker process dies (a crash in native code,
-        out of memory), Ray starts it again and its chunk is run again one episode at a time;
-        an episode that kills its worker alone ends as ``env-error``, like any crashed episode.
-        Returns how many episodes each worker ran.
+        out of memory), a new worker is started and its chunk is run again one episode at a
+        time; an episode that kills its worker alone ends as ``env-error``, like any crashed
+        episode. When a worker is lost with its node, its chunks are sent again whole to the
+        workers left (:meth:`report` lists them), and the run goes on without waiting for its
+        replacement, which takes chunks once Ray has found room for it.
+        Returns how many episodes each worker ran (those of the run's start, then any started
+        during it).
 
         Raises:
             DistributedError: a worker raised (a bug, not an episode's failure: the runner
-                turns those into statuses); the records handed to ``on_record`` stay.
+                turns those into statuses), or every worker was lost and none could start
+                again in :data:`START_TIMEOUT_S`; the records handed to ``on_record`` stay.
         """
-        size = max(1, min(chunk, math.ceil(len(specs) / len(self.actors))))
-        # (episodes, suspect): a suspect is one episode of a chunk whose worker died; it runs
-        # alone on an idle worker, so that a death names the episode that caused it
-        queue: deque[tuple[list[EpisodeSpec], bool]] = deque(
-            (list(specs[i : i + size]), False) for i in range(0, len(specs), size)
+        size = max(1, min(chunk, math.ceil(len(specs) / max(1, len(self.workers)))))
+        queue: deque[_Chunk] = deque(
+            _Chunk(list(specs[i : i + size])) for i in range(0, len(specs), size)
         )
         bar = _Progress(len(specs)) if progress else None
-        pending: dict[Any, tuple[int, list[EpisodeSpec], bool]] = {}  # ref → actor, chunk
-        counts = [0] * len(self.actors)
-        sent_to: dict[Any, Any] = {}  # ref → the actor handle it went to
+        pending: dict[Any, tuple[_Worker, _Chunk]] = {}  # ref → the worker, the chunk
+        counts = {worker: 0 for worker in self.workers}
 
         def fill() -> None:  # round-robin, two chunks per worker; a suspect only on an idle one
             placed = True
             while queue and placed:
                 placed = False
-                for index, actor in enumerate(list(self.actors)):
-                    mine = [suspect for i, _, suspect in pending.values() if i == index]
-                    if not queue or len(mine) >= 2 or any(mine) or (queue[0][1] and mine):
+                for worker in list(self.workers):
+                    mine = [task.suspect for w, task in pending.values() if w is worker]
+                    if (not queue or worker.starting or len(mine) >= 2
+                            or any(mine) or (queue[0].suspect and mine)):
                         continue
-                    chunk_specs, suspect = queue.popleft()
-                    ref = actor.run.remote(chunk_specs)
-                    pending[ref], sent_to[ref] = (index, chunk_specs, suspect), actor
+                    task = queue.popleft()
+                    pending[worker.handle.run.remote(task.specs)] = (worker, task)
                     placed = True
 
         try:
             fill()
-            while pending:
-                ready, _ = self.ray.wait(list(pending), num_returns=1)
-                index, chunk_specs, suspect = pending.pop(ready[0])
-                try:
-                    records = self.ray.get(ready[0])
-                except self.ray.exceptions.RayActorError as e:
-                    if getattr(e, "actor_init_failed", False):
-                        raise DistributedError(f"a Ray worker failed: {_cause(e)}") from e
-                    if sent_to[ready[0]] is self.actors[index]:  # the first news of its death
-                        self.ray.kill(self.actors[index])
-                        self.actors[index] = self._new_actor()
-                    if suspect:  # it ran alone: it killed its worker
-                        records = [_died(self.agent_name, chunk_specs[0], e)]
-                    else:  # this chunk, or one before it on that worker, killed it
-                        queue.extendleft(([s], True) for s in reversed(chunk_specs))
-                        records = []
-                except self.ray.exceptions.RayError as e:
-                    raise DistributedError(f"a Ray worker failed: {_cause(e)}") from e
-                sent_to.pop(ready[0], None)
+            while queue or pending:
+                starting = {w.node_ref: w for w in self.workers if w.starting}
+                if not pending and not starting:
+                    raise DistributedError(
+                        "every Ray worker was lost and none can be started again; "
+                        f"{sum(len(t.specs) for t in queue)} episode(s) not run (--resume "
+                        "runs them)"
+                    )
+                ready, _ = self.ray.wait([*pending, *starting], num_returns=1,
+                                         timeout=None if pending else START_TIMEOUT_S)
+                if not ready:
+                    raise DistributedError(
+                        f"every Ray worker was lost and no new one started in "
+                        f"{START_TIMEOUT_S:g} s (the cluster has no room: add nodes, then "
+                        "--resume)"
+                    )
+                if ready[0] in starting:
+                    self._started(starting[ready[0]])
+                    fill()
+                    continue
+                worker, task = pending.pop(ready[0])
+                records = self._records(ready[0], worker, task, queue)
+                counts[worker] = counts.get(worker, 0) + len(records)
+                if records:  # it answered a later call: its node is known
+                    node = self._node_of(worker, wait=True)
+                    self.record.episodes[node] = self.record.episodes.get(node, 0) + len(records)
                 for record in records:
                     on_record(record)
-                    counts[index] += 1
                     if bar is not None:
                         bar.update(record)
+                counts.update({w: 0 for w in self.workers if w not in counts})
                 fill()
         finally:
             for ref in pending:
                 self.ray.cancel(ref, force=False)
             if bar is not None:
                 bar.close()
-        return counts
+        return list(counts.values())
+
+    def _records(self, ref: Any, worker: _Worker, task: _Chunk,
+                 queue: deque[_Chunk]) -> list[EpisodeRecord]:
+        """The records of a finished chunk.
+
+        For a chunk whose worker died: none (the chunk is queued again, whole or one episode
+        at a time), or, for a suspect, its ``env-error`` record.
+        """
+        ray = self.ray
+        try:
+            return ray.get(ref)
+        except ray.exceptions.RayActorError as e:
+            if getattr(e, "actor_init_failed", False):
+                raise DistributedError(f"a Ray worker failed: {_cause(e)}") from e
+            # a lost connection (not a death Ray saw) or a dead node: the node is gone, the
+            # episodes not to blame; a process that died on a live node may have been killed
+            # by one of them
+            unavailable = getattr(ray.exceptions, "ActorUnavailableError", ())
+            node = self._node_of(worker, wait=False)
+            lost = isinstance(e, unavailable) or self._node_lost(node)
+            if worker in self.workers:  # the first news of its death: a replacement is asked
+                self.workers.remove(worker)
+                ray.kill(worker.handle)
+                self.workers.append(self._start_worker())
+                if lost and node not in self.record.lost_nodes:
+                    self.record.lost_nodes.append(node)
+            if lost and not task.retried:
+                queue.appendleft(replace(task, retried=True))
+                self.record.retried.append({"node": node, "episodes": [
+                    episode_key(s.env_id, s.env_kwargs, s.task_id, s.seed) for s in task.specs
+                ]})
+                return []
+            if task.suspect:  # it ran alone: it killed its worker
+                return [_died(self.agent_name, task.specs[0], e)]
+            # this chunk, or one before it on that worker, killed it
+            queue.extendleft(_Chunk([s], suspect=True) for s in reversed(task.specs))
+            return []
+        except ray.exceptions.RayError as e:
+            raise DistributedError(f"a Ray worker failed: {_cause(e)}") from e
+
+    def _ready(self) -> list[_Worker]:
+        return [w for w in self.workers if not w.starting]
 
     def usage(self) -> dict[str, Usage]:
         """The model calls of the live workers, per role, summed (a dead worker's are lost)."""
         total: dict[str, Usage] = {}
-        for counts in self._get([a.usage.remote() for a in self.actors]):
+        for counts in self._get([w.handle.usage.remote() for w in self._ready()]):
             add_usage(total, counts)
         return dict(sorted(total.items()))
 
     def close(self) -> None:
         """Close every worker's backends, end the actors, and stop a Ray started here."""
         try:
-            if getattr(self, "actors", None):
-                self.ray.wait([a.close.remote() for a in self.actors],
-                              num_returns=len(self.actors), timeout=30)
-                for actor in self.actors:
-                    self.ray.kill(actor)
+            workers = getattr(self, "workers", None) or []
+            ready = [w for w in workers if not w.starting]
+            if ready:  # one that never started has nothing to close, and would not answer
+                self.ray.wait([w.handle.close.remote() for w in ready],
+                              num_returns=len(ready), timeout=30)
+            for worker in workers:
+                self.ray.kill(worker.handle)
         finally:
             self._shutdown()
 
@@ -365,6 +538,16 @@ def _check_reachable(address: str, timeout: float = 5.0) -> None:
             f"cannot reach the Ray cluster at {address!r} ({e}); start one with `ray start "
             "--head` and pass the address it prints, or give --ray alone for a local instance"
         ) from None
+
+
+def _token_hint(error: BaseException) -> str:
+    """How to give the cluster's token, when ``error`` (or one it wraps) says it was refused."""
+    while error is not None:
+        if type(error).__name__ == "AuthenticationError" or "InvalidAuthToken" in str(error):
+            return ("; the cluster asks for a token: set RAY_AUTH_MODE=token, and RAY_AUTH_TOKEN "
+                    "(or ~/.ray/auth_token) to the head node's token")
+        error = error.__cause__ or error.__context__
+    return ""
 
 
 def _died(agent: str, spec: EpisodeSpec, error: BaseException) -> EpisodeRecord:

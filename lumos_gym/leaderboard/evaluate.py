@@ -272,7 +272,12 @@ def evaluate(config: RunConfig) -> EvaluationResult:
             if executor.pool is None:  # Ray actors may be busy with queued chunks: not asked
                 with contextlib.suppress(Exception):  # a stopped run records what it sent
                     _record_usage(out_dir, run, executor, config)
+            else:
+                with contextlib.suppress(Exception):  # the driver's own record: no actor asked
+                    _record_ray(out_dir, run, executor.pool)
             raise
+        if executor.pool is not None:
+            _record_ray(out_dir, run, executor.pool)
         usage = _record_usage(out_dir, run, executor, config)
         seconds = time.perf_counter() - started  # the episodes' time, models loaded before
     if usage is not None:
@@ -298,6 +303,16 @@ def _record_usage(
     run.update(blocks)
     write_json_atomic(out_dir / "run.json", run)
     return blocks
+
+
+def _record_ray(out_dir: Path, run: dict[str, Any], pool: RayPool) -> None:
+    """Add what the Ray workers did to ``run``'s ``ray`` block, and write ``run.json``.
+
+    That is, the episodes each node ran and the chunks sent again after a node was lost
+    (:meth:`.distributed.RayPool.report`).
+    """
+    run["ray"] = {**run.get("ray", {}), **pool.report()}
+    write_json_atomic(out_dir / "run.json", run)
 
 
 def _extra_provenance(config: RunConfig, agent: Agent) -> dict[str, Any]:
