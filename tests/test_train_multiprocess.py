@@ -4,7 +4,9 @@ A tiny Llama built here trains for a few steps on one process and on two (DDP): 
 every step and the saved adapter agree. A two-process run killed with SIGKILL resumes from its
 checkpoint with two processes and with one, ending where an uninterrupted run ends. The
 shipped FSDP config, which accelerate runs as plain DDP on CPUs, is refused rather than run
-unsharded; the merge after a multi-process run works.
+unsharded; FSDP2 itself (torch's ``fully_shard``, one unit per decoder layer as ``fsdp.yaml``
+asks) shards a LoRA Llama over two CPU processes and trains as one process does; the merge
+after a multi-process run works.
 
 Slow tier (``make test-slow``): each launch starts two Python processes that import torch.
 """
@@ -186,3 +188,64 @@ def test_the_fsdp_config_on_cpus_is_refused_not_run_as_plain_ddp(work):
     assert done.returncode != 0
     assert "accelerate was launched with FSDP, but the trainer runs without it" in done.stderr
     assert not (out / "adapter_model.safetensors").exists()
+
+
+#: FSDP2 below accelerate: the tiny Llama with a LoRA adapter, one ``fully_shard`` unit per
+#: decoder layer and one for the whole (fsdp.yaml's TRANSFORMER_BASED_WRAP), three AdamW steps on
+#: a global batch of 4 split over the ranks; rank 0 prints each step's mean loss and how many
+#: of a layer weight's rows it holds.
+FSDP2_SCRIPT = """
+import sys
+import torch
+import torch.distributed as dist
+from peft import LoraConfig, get_peft_model
+from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.fsdp import fully_shard
+
+sys.path.insert(0, sys.argv[1])
+from conftest import build_model, build_tokenizer
+
+dist.init_process_group("gloo")
+rank, world = dist.get_rank(), dist.get_world_size()
+torch.manual_seed(0)
+model = get_peft_model(build_model(build_tokenizer(), 128),
+                       LoraConfig(r=8, lora_alpha=16, target_modules="all-linear"))
+mesh = init_device_mesh("cpu", (world,))
+layers = model.base_model.model.model.layers
+for layer in layers:
+    fully_shard(layer, mesh=mesh)
+fully_shard(model, mesh=mesh)
+weight = layers[0].mlp.down_proj.base_layer.weight
+print("rows", weight.to_local().shape[0], "of", weight.shape[0], flush=True)
+optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-2)
+ids = torch.randint(5, 100, (4, 32), generator=torch.Generator().manual_seed(1))
+share = ids[rank * 4 // world:(rank + 1) * 4 // world]
+for step in range(3):
+    loss = model(input_ids=share, labels=share).loss
+    loss.backward()
+    optimizer.step()
+    optimizer.zero_grad()
+    mean = loss.detach().clone()
+    dist.all_reduce(mean)
+    if rank == 0:
+        print("loss", step, (mean / world).item(), flush=True)
+dist.destroy_process_group()
+"""
+
+
+def test_fsdp2_shards_a_lora_llama_on_two_cpu_processes_and_trains_as_one(work):
+    script = work / "fsdp2.py"
+    script.write_text(FSDP2_SCRIPT)
+    said = {}
+    for processes in (1, 2):
+        done = _run([sys.executable, "-m", "torch.distributed.run", "--standalone",
+                     "--nproc_per_node", str(processes), str(script),
+                     str(Path(__file__).parent)], work)
+        said[processes] = [line.split() for line in done.stdout.splitlines()]
+    rows = {n: next(line for line in said[n] if line[0] == "rows") for n in said}
+    assert int(rows[2][1]) * 2 == int(rows[2][3]) == int(rows[1][1])  # half of it on each rank
+    losses = {n: [float(line[2]) for line in said[n] if line[0] == "loss"] for n in said}
+    assert len(losses[1]) == len(losses[2]) == 3
+    for one, two in zip(losses[1], losses[2], strict=True):
+        assert abs(one - two) <= LOSS_TOLERANCE * abs(one), (losses[1], losses[2])
+    assert losses[1][-1] < losses[1][0]  # it learns
