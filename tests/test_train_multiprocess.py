@@ -70,8 +70,9 @@ def work(tmp_path_factory):
 def _train_args(work: Path, out: Path, *extra: str) -> list[str]:
     return ["-m", "lumos_gym.cli", "train", "--data", str(work / "train.jsonl"),
             "--base-model", str(work / "tiny"), "--out", str(out), "--lr", "1e-2",
-            "--eval-fraction", "0", "--max-length", "128", "--pack", "--report-to", "none",
-            "--device", "cpu", "--threads", "1", "--seed", "0", "--logging-steps", "1", *extra]
+            "--eval-fraction", "0", "--max-length", "128", "--report-to", "none",
+            "--device", "cpu", "--threads", "1", "--seed", "0", "--logging-steps", "1",
+            *([] if "--no-pack" in extra else ["--pack"]), *extra]
 
 
 def _env() -> dict[str, str]:
@@ -175,6 +176,15 @@ def test_a_resume_that_would_change_the_rows_of_a_step_is_refused(work):
     assert done.returncode == 2, done.stderr[-2000:]
     assert "took 4 rows an optimizer step, and 2 now" in done.stderr
     assert "--total-batch" in done.stderr
+    # length-grouped batches are ordered by the process count: another count is refused
+    out = work / "grouped"
+    grouped = ["--max-steps", "4", "--save-steps", "2", "--batch-size", "2", "--total-batch",
+               "4", "--no-pack"]
+    _run([*TWO, *_train_args(work, out, *grouped)], work)
+    done = subprocess.run([sys.executable, *_train_args(work, out, *grouped, "--resume")],
+                          cwd=work, env=_env(), capture_output=True, text=True, timeout=600)
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert "ran on 2 process(es) with length-grouped batches" in done.stderr
 
 
 def test_the_fsdp_config_on_cpus_is_refused_not_run_as_plain_ddp(work):

@@ -219,7 +219,20 @@ def check_output_folder(
             if hashes != (fingerprint or data_fingerprint(config.data)):
                 changed.append("the training files' contents changed since the run started")
         rows = rows_per_step(config)
-        before_rows = _last_session(out).get("rows_per_step")
+        last = _last_session(out)
+        before_rows = last.get("rows_per_step")
+        before_processes = last.get("processes")
+        if (not changed and not config.pack and isinstance(before_processes, int)
+                and before_processes != _world()):
+            # transformers orders length-grouped batches in groups of (rows a process) x
+            # (accumulation), which the process count changes: the checkpoint's place in the
+            # data would fall elsewhere in another order
+            raise TrainingError(
+                f"--resume: the run in {out} ran on {before_processes} process(es) with "
+                f"length-grouped batches (--no-pack), whose order depends on the process count; "
+                f"resume it with {before_processes}, or use --pack (a seeded shuffle) for runs "
+                "that may resume with another count"
+            )
         if not changed and isinstance(before_rows, int) and before_rows != rows:
             raise TrainingError(
                 f"--resume: the run in {out} took {before_rows} rows an optimizer step, and "
