@@ -219,9 +219,9 @@ def check_output_folder(
             if hashes != (fingerprint or data_fingerprint(config.data)):
                 changed.append("the training files' contents changed since the run started")
         rows = rows_per_step(config)
-        last = _last_session(out)
-        before_rows = last.get("rows_per_step")
-        before_processes = last.get("processes")
+        session = _last_session(out)
+        before_rows = session.get("rows_per_step")
+        before_processes = session.get("processes")
         if (not changed and not config.pack and isinstance(before_processes, int)
                 and before_processes != _world()):
             # transformers orders length-grouped batches in groups of (rows a process) x
