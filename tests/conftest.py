@@ -325,6 +325,21 @@ def env_servers():
         server.stop()
 
 
+def processes_with_args(args: list[str]) -> list[int]:
+    """Return the pids whose command line is exactly ``args``."""
+    wanted = "\0".join(args) + "\0"
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            if Path(f"/proc/{entry}/cmdline").read_text(errors="replace") == wanted:
+                found.append(int(entry))
+        except OSError:
+            continue
+    return found
+
+
 def poll(condition: Callable[[], Any], seconds: float) -> bool:
     """Whether ``condition()`` comes true within ``seconds`` (checked every 50 ms)."""
     deadline = time.monotonic() + seconds

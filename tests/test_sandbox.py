@@ -20,7 +20,7 @@ import warnings
 from pathlib import Path
 
 import pytest
-from conftest import poll
+from conftest import poll, processes_with_args
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -68,21 +68,6 @@ def _children(pid: int) -> list[int]:
             continue
         if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
             found.append(int(entry))
-    return found
-
-
-def _processes_with_args(args: list[str]) -> list[int]:
-    """Return the pids whose command line is exactly ``args``."""
-    wanted = "\0".join(args) + "\0"
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            if Path(f"/proc/{entry}/cmdline").read_text(errors="replace") == wanted:
-                found.append(int(entry))
-        except OSError:
-            continue
     return found
 
 
@@ -252,9 +237,9 @@ def test_fork_loop_is_contained():
     if PROCESS_BOUND:
         assert forked < 301  # pid_max's floor for root, RLIMIT_NPROC = 64 otherwise
     deadline = time.monotonic() + 2.0
-    while _processes_with_args(["sleep", token]) and time.monotonic() < deadline:
+    while processes_with_args(["sleep", token]) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert _processes_with_args(["sleep", token]) == []
+    assert processes_with_args(["sleep", token]) == []
 
 
 def test_parent_environment_is_not_inherited(monkeypatch):

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from conftest import poll
+from conftest import poll, processes_with_args
 
 from lumos_gym.actions import Action
 from lumos_gym.errors import SandboxError, ToolError
@@ -251,19 +251,6 @@ sandbox.run_python(program, timeout=600)
 """
 
 
-def _pids_with_args(args: list[str]) -> list[int]:
-    wanted = "\0".join(args) + "\0"
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                if Path(f"/proc/{entry}/cmdline").read_text(errors="replace") == wanted:
-                    found.append(int(entry))
-            except OSError:
-                continue
-    return found
-
-
 def _bytes_under(folder: Path) -> int:
     return sum(p.stat().st_blocks * 512 for p in folder.rglob("*") if p.is_file())
 
@@ -278,7 +265,7 @@ def test_a_killed_callers_folder_is_removed_by_the_next_start(level, tmp_path, m
     env = {**os.environ, "PYTHONPATH": str(CHECKOUT), "TMPDIR": str(workdirs)}
     caller = subprocess.Popen([sys.executable, "-c", CALLER, level, program], env=env)
     try:
-        assert poll(lambda: _pids_with_args(["sleep", token]), 30.0), "the box did not start"
+        assert poll(lambda: processes_with_args(["sleep", token]), 30.0), "the box did not start"
         folders = [p for p in workdirs.iterdir() if p.name.startswith(TEMP_PREFIX)]
         assert [p.name.split("-")[2] for p in folders] == [str(caller.pid)]
         on_disk = _bytes_under(folders[0])
@@ -288,7 +275,7 @@ def test_a_killed_callers_folder_is_removed_by_the_next_start(level, tmp_path, m
             assert on_disk >= 8 * MB
         os.kill(caller.pid, signal.SIGKILL)
         caller.wait()
-        assert poll(lambda: not _pids_with_args(["sleep", token]), 10.0), "the box outlived it"
+        assert poll(lambda: not processes_with_args(["sleep", token]), 10.0), "the box outlived it"
         assert folders[0].exists()  # the caller had no chance to remove it
         monkeypatch.setattr(tempfile, "tempdir", str(workdirs))
         assert run_python("print('next')").stdout == "next\n"  # the next start sweeps it
@@ -296,7 +283,7 @@ def test_a_killed_callers_folder_is_removed_by_the_next_start(level, tmp_path, m
     finally:
         caller.kill()
         caller.wait()
-        for pid in _pids_with_args(["sleep", token]):
+        for pid in processes_with_args(["sleep", token]):
             os.kill(pid, signal.SIGKILL)
 
 

@@ -319,7 +319,7 @@ def prepare(config: TrainConfig) -> Prepared:
     records = read_records(config.data)
     fingerprint = data_fingerprint(config.data)
     resume_from = check_output_folder(config, fingerprint)
-    if config.merge and int(os.environ.get("WORLD_SIZE", "1")) > 1:
+    if config.merge and _world() > 1:
         raise TrainingError(
             "--merge runs on one process; train without it, then merge the adapter with "
             "`lumos-gym merge OUT --out MERGED`"
@@ -428,7 +428,7 @@ def grad_accum_for(config: TrainConfig, world_size: int | None = None) -> int:
     """
     if config.total_batch is None:
         return config.grad_accum
-    world = world_size or int(os.environ.get("WORLD_SIZE", "1"))
+    world = world_size or _world()
     per_pass = config.batch_size * world
     if config.total_batch % per_pass:
         raise TrainingError(
