@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -39,6 +40,7 @@ from lumos_gym.models.openvino_backend import (  # noqa: E402
     OpenVINOBackend,
     _routes,
     export_folder,
+    native_precisions,
     routing_problem,
 )
 from lumos_gym.models.sources import resolve_model  # noqa: E402
@@ -510,3 +512,20 @@ def test_the_runner_gives_the_same_records_continuous_and_in_rounds(
     assert records[True] == records[False]
     assert all(r["status"] == "completed" for r in records[True].values())
     assert all(r["output_tokens"] > 0 for r in records[True].values())
+
+
+def test_bf16_runs_only_where_the_cpu_computes_it_and_says_so(
+    tiny: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    native = "BF16" in native_precisions("CPU")
+    with caplog.at_level(logging.WARNING, logger="lumos_gym.models.openvino_backend"):
+        backend = OpenVINOBackend(str(tiny), dtype="bf16", threads=1)
+    with backend:
+        details = backend.info().details
+    assert details["dtype_asked"] == "bfloat16"
+    if native:  # AMX or AVX-512 BF16: the fast path runs
+        assert details["dtype"] == "bfloat16"
+        assert "does not compute in bf16" not in caplog.text
+    else:  # never silently: a warning, and the run records what was computed
+        assert details["dtype"] == "float32"
+        assert "does not compute in bf16" in caplog.text

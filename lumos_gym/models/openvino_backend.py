@@ -202,6 +202,19 @@ def export_folder(
     return cache_root() / "models" / "openvino" / f"{name}-{key[:16]}", manifest
 
 
+def native_precisions(device: str) -> frozenset[str]:
+    """The precisions OpenVINO says ``device`` computes in; empty if unknown.
+
+    From its ``OPTIMIZATION_CAPABILITIES``: ``FP32``, ``BF16`` on CPUs with AMX or AVX-512 BF16,
+    ``INT8``, ...
+    """
+    try:
+        found = ov.Core().get_property(device.upper(), "OPTIMIZATION_CAPABILITIES")
+    except Exception:  # noqa: BLE001 - an unknown device: the compile will say why
+        return frozenset()
+    return frozenset(str(name).upper() for name in found)
+
+
 @dataclass
 class _Settings:
     """How every pipeline of one backend is built."""
@@ -214,6 +227,8 @@ class _Settings:
     prefix_cache: bool
     threads: int | None
     weights: str = "f32"
+    asked: str = "f32"
+    """The precision the caller asked for (``precision`` is f32 where the CPU has no bf16)."""
 
     def scheduler(self, caches: int = 1) -> Any:
         """The scheduler of a pipeline whose key/value cache is ``caches`` times ``kv_cache_mb``."""
@@ -441,6 +456,14 @@ class OpenVINOBackend(Backend):
         precision = PRECISIONS.get(str(dtype or "f32").removeprefix("torch."))
         if precision is None:
             raise ValueError(f"unknown dtype {dtype!r}; use one of {', '.join(PRECISIONS)}")
+        asked = precision
+        if precision == "bf16" and "BF16" not in native_precisions(device or "CPU"):
+            logger.warning(
+                "dtype bf16 was asked, but %s does not compute in bf16 (no AMX or AVX-512 BF16 "
+                "here; OpenVINO reports %s): running in f32, and the run records dtype float32",
+                device or "CPU", ", ".join(sorted(native_precisions(device or "CPU"))) or "nothing",
+            )
+            precision = "f32"
         base, folder = split_model_name(model)
         if folder is not None:  # a LoRA output folder stands for its base plus itself
             if adapter is not None:
@@ -454,7 +477,7 @@ class OpenVINOBackend(Backend):
         settings = _Settings(
             device=(device or "CPU").upper(), precision=precision, kv_cache_mb=kv_cache_mb,
             batch_size=batch_size, max_batched_tokens=max_batched_tokens,
-            prefix_cache=prefix_cache, threads=threads, weights=weights,
+            prefix_cache=prefix_cache, threads=threads, weights=weights, asked=asked,
         )
         loaded, context, eos_ids = _tokenizer_and_config(source, tokenizer)
         eos_ids |= trained_eos_ids(named.values(), loaded)  # the turn ends adapters learned
@@ -535,6 +558,7 @@ class OpenVINOBackend(Backend):
             "export": str(folder) if folder is not None else None,
             "device": settings.device,
             "dtype": "float32" if settings.precision == "f32" else "bfloat16",
+            "dtype_asked": "float32" if settings.asked == "f32" else "bfloat16",
             "weights": settings.weights,
             "batch_size": settings.batch_size,
             "max_context": shared.max_context,
