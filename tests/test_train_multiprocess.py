@@ -187,17 +187,51 @@ def test_a_resume_that_would_change_the_rows_of_a_step_is_refused(work):
     assert "ran on 2 process(es) with length-grouped batches" in done.stderr
 
 
-def test_the_fsdp_config_on_cpus_is_refused_not_run_as_plain_ddp(work):
-    config = Path(lumos_gym.training.__file__).parent / "accelerate" / "fsdp.yaml"
-    out = work / "fsdp"
-    done = subprocess.run(
-        [*ACCELERATE, "--config_file", str(config), "--num_processes", "2",
-         "--mixed_precision", "no", *_train_args(work, out, "--max-steps", "2",
-                                                 "--batch-size", "2")],
-        cwd=work, env=_env(), capture_output=True, text=True, timeout=600)
-    assert done.returncode != 0
-    assert "accelerate was launched with FSDP, but the trainer runs without it" in done.stderr
-    assert not (out / "adapter_model.safetensors").exists()
+#: The shipped FSDP config (FSDP2, one unit per decoder layer, sharded checkpoints) on two CPU
+#: processes; bf16 autocast off, so its losses compare with fp32 runs.
+FSDP = [*ACCELERATE, "--config_file",
+        str(Path(lumos_gym.training.__file__).parent / "accelerate" / "fsdp.yaml"),
+        "--num_processes", "2", "--mixed_precision", "no", "--dynamo_backend", "no"]
+
+
+def test_fsdp_through_the_trainer_on_two_cpu_processes_trains_what_one_process_trains(work):
+    one, fsdp = work / "fsdp-one", work / "fsdp"
+    _run([sys.executable, *_train_args(work, one, "--max-steps", "8", "--batch-size", "4")],
+         work)
+    _run([*FSDP, *_train_args(work, fsdp, "--max-steps", "8", "--batch-size", "2",
+                              "--save-steps", "4")], work)
+    _assert_losses_close(_losses(one), _losses(fsdp))
+    _assert_adapters_close(one, fsdp)
+    # sharded checkpoints: each process wrote its own shard of the model and the optimizer
+    shards = sorted(p.name for p in (fsdp / "checkpoint-8" / "pytorch_model_fsdp_0").iterdir())
+    assert [name for name in shards if name.endswith(".distcp")] == ["__0_0.distcp",
+                                                                     "__1_0.distcp"]
+    assert (fsdp / "checkpoint-8" / "optimizer_0").is_dir()
+    merged = work / "fsdp-merged"
+    _run([sys.executable, "-m", "lumos_gym.cli", "merge", str(fsdp), "--out", str(merged)], work)
+    assert (merged / "config.json").is_file() and any(merged.glob("*.safetensors"))
+
+
+def test_a_killed_fsdp_run_resumes_from_its_sharded_checkpoint_under_fsdp(work):
+    flags = ["--max-steps", "16", "--save-steps", "4", "--batch-size", "2",
+             "--total-batch", "4"]
+    whole = work / "fsdp-whole"
+    _run([sys.executable, *_train_args(work, whole, *flags)], work)
+    killed = work / "fsdp-killed"
+    _kill_when_checkpointed([*FSDP, *_train_args(work, killed, *flags)], killed, work, 8)
+    assert not (killed / "lumos_training.json").exists()
+    again = work / "fsdp-again"
+    shutil.copytree(killed, again)
+    _run([*FSDP, *_train_args(work, again, *flags, "--resume")], work)
+    _assert_losses_close(_losses(again), _losses(whole))
+    _assert_adapters_close(whole, again)
+    sessions = json.loads((again / "lumos_training.json").read_text())["sessions"]
+    assert [s["processes"] for s in sessions] == [2, 2] and sessions[-1]["from_step"] >= 8
+    # one process without FSDP cannot read the shards: refused before training, named
+    done = subprocess.run([sys.executable, *_train_args(work, killed, *flags, "--resume")],
+                          cwd=work, env=_env(), capture_output=True, text=True, timeout=600)
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert "was written by FSDP" in done.stderr and "--config_file fsdp.yaml" in done.stderr
 
 
 #: FSDP2 below accelerate: the tiny Llama with a LoRA adapter, one ``fully_shard`` unit per

@@ -20,11 +20,13 @@ Trainer reads the launcher's settings (docs/training.md has the commands).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import math
 import os
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -256,6 +258,13 @@ def check_output_folder(
                 "--init-adapter %s", config.max_steps, before.max_steps, config.schedule,
                 before.max_steps, out,
             )
+    sharded = last is not None and any(Path(last).glob("pytorch_model_fsdp_*"))
+    if sharded and os.environ.get("ACCELERATE_USE_FSDP", "false").lower() != "true":
+        raise TrainingError(
+            f"--resume: {last} was written by FSDP, one shard of the model and optimizer a "
+            "process, which only an FSDP launch reads back; resume it with `accelerate launch "
+            "--config_file fsdp.yaml --num_processes N` (N >= 2)"
+        )
     return last
 
 
@@ -456,7 +465,15 @@ def build_trainer(prepared: Prepared) -> Any:
     rows = rows_for_training(prepared.train, pack=config.pack, max_length=config.max_length)
     held = rows_for_training(prepared.eval, pack=config.pack, max_length=config.max_length)
     collator = PackedCollator(pad_id) if config.pack else PaddedCollator(pad_id)
-    return Trainer(
+
+    class ShardingTrainer(Trainer):
+        """The Trainer, with FSDP on CPU processes when the launch asked for it."""
+
+        def create_accelerator_and_postprocess(self) -> None:
+            with fsdp_on_cpus():
+                super().create_accelerator_and_postprocess()
+
+    return ShardingTrainer(
         model=prepared.model,
         args=training_arguments(config, has_eval=bool(held)),
         train_dataset=RowDataset(rows),
@@ -708,12 +725,52 @@ def train(config: TrainConfig) -> TrainResult:
     return finish(prepared, trainer, seconds)
 
 
+@contextlib.contextmanager
+def fsdp_on_cpus() -> Iterator[None]:
+    """While the Trainer makes its Accelerator: FSDP for CPU processes whose launch asked for it.
+
+    accelerate (1.15) switches its state to FSDP only for GPU-like distributed types; on CPU
+    processes (gloo) it keeps plain data parallelism and says nothing. torch's FSDP2 shards and
+    trains on CPUs as on GPUs (tests/test_train_multiprocess.py: the same losses and adapter as
+    one process), so within this block the accelerator state made for CPU processes is switched
+    to FSDP, with the plugin accelerate read from the launch (``fsdp.yaml``), as accelerate
+    itself does for GPUs. Outside the block, and without ``ACCELERATE_USE_FSDP``, nothing
+    changes.
+    """
+    if os.environ.get("ACCELERATE_USE_FSDP", "false").lower() != "true":
+        yield
+        return
+    from accelerate.state import AcceleratorState, PartialState  # heavy: torch
+    from accelerate.utils import DistributedType, FullyShardedDataParallelPlugin
+
+    made = AcceleratorState.__init__
+
+    def switched(state: Any, *args: Any, fsdp_plugin: Any = None, **kwargs: Any) -> None:
+        made(state, *args, fsdp_plugin=fsdp_plugin, **kwargs)
+        if state.distributed_type == DistributedType.MULTI_CPU:
+            plugin = fsdp_plugin or FullyShardedDataParallelPlugin()
+            if state.mixed_precision != "no":
+                plugin.set_mixed_precision(state.mixed_precision)
+            state.distributed_type = DistributedType.FSDP
+            state.fsdp_plugin = plugin
+            # every later AcceleratorState() copies the process state over its own (as
+            # accelerate records FSDP there for GPUs)
+            PartialState._shared_state["distributed_type"] = DistributedType.FSDP
+
+    AcceleratorState.__init__ = switched
+    try:
+        yield
+    finally:
+        AcceleratorState.__init__ = made
+
+
 def check_launch(trainer: Any) -> None:
     """Refuse a launch whose sharding accelerate asked for but does not run.
 
-    accelerate (1.15) turns FSDP and DeepSpeed on only for GPU-like devices: launched with
-    ``fsdp.yaml`` on CPUs, its state falls back to plain data parallelism (DDP) and says
-    nothing, so the model is not sharded though the config says it is.
+    accelerate (1.15) turns FSDP and DeepSpeed on only for GPU-like devices and otherwise falls
+    back to plain data parallelism, saying nothing. :func:`fsdp_on_cpus` gives FSDP to CPU
+    processes; DeepSpeed on CPUs (no CPU accelerator installed here), or FSDP in one process,
+    would train unsharded though the config says otherwise, so it is refused.
 
     Raises:
         TrainingError: the launch asked for FSDP or DeepSpeed and the trainer runs without it.
@@ -727,9 +784,11 @@ def check_launch(trainer: Any) -> None:
                 trainer, enabled, False):
             raise TrainingError(
                 f"accelerate was launched with {name}, but the trainer runs without it "
-                f"({trainer.args.device}): accelerate shards with {name} on GPUs only and "
-                "falls back to plain data parallelism elsewhere; on CPUs launch with "
-                "`accelerate launch --multi_gpu --num_processes N` (DDP over gloo)"
+                f"({trainer.args.device}, {_world()} process(es)): accelerate shards with "
+                f"{name} on GPUs only and falls back to plain data parallelism elsewhere; on "
+                "CPUs launch FSDP with `accelerate launch --config_file fsdp.yaml "
+                "--num_processes N` (N >= 2), or DDP with `accelerate launch --multi_gpu "
+                "--num_processes N` (gloo)"
             )
 
 
@@ -744,6 +803,7 @@ __all__ = [
     "TrainResult",
     "build_trainer",
     "check_launch",
+    "fsdp_on_cpus",
     "check_output_folder",
     "finish",
     "grad_accum_for",
