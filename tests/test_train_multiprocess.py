@@ -143,16 +143,22 @@ def _kill_when_checkpointed(command: list[str], out: Path, cwd: Path, step: int)
         process.stderr.close()
 
 
+def _whole_and_killed(work: Path, prefix: str, launcher: list[str],
+                      flags: list[str]) -> tuple[Path, Path]:
+    """One uninterrupted one-process run, and a ``launcher`` run SIGKILLed at its step 8."""
+    whole, killed = work / f"{prefix}whole", work / f"{prefix}killed"
+    _run([sys.executable, *_train_args(work, whole, *flags)], work)
+    _kill_when_checkpointed([*launcher, *_train_args(work, killed, *flags)], killed, work, 8)
+    assert not (killed / "lumos_training.json").exists()  # it did not finish
+    return whole, killed
+
+
 def test_a_killed_two_process_run_resumes_with_two_processes_and_with_one(work):
     # --total-batch 4 with --batch-size 2: one process accumulates 2 passes, two take 1 each,
     # so the same rows make each optimizer step whatever the count
     flags = ["--max-steps", "40", "--save-steps", "4", "--batch-size", "2",
              "--total-batch", "4"]
-    whole = work / "whole"
-    _run([sys.executable, *_train_args(work, whole, *flags)], work)
-    killed = work / "killed"
-    _kill_when_checkpointed([*TWO, *_train_args(work, killed, *flags)], killed, work, 8)
-    assert not (killed / "lumos_training.json").exists()  # it did not finish
+    whole, killed = _whole_and_killed(work, "", TWO, flags)
     for name, launcher in (("again-two", TWO), ("again-one", [sys.executable])):
         folder = work / name
         shutil.copytree(killed, folder)
@@ -215,11 +221,7 @@ def test_fsdp_through_the_trainer_on_two_cpu_processes_trains_what_one_process_t
 def test_a_killed_fsdp_run_resumes_from_its_sharded_checkpoint_under_fsdp(work):
     flags = ["--max-steps", "16", "--save-steps", "4", "--batch-size", "2",
              "--total-batch", "4"]
-    whole = work / "fsdp-whole"
-    _run([sys.executable, *_train_args(work, whole, *flags)], work)
-    killed = work / "fsdp-killed"
-    _kill_when_checkpointed([*FSDP, *_train_args(work, killed, *flags)], killed, work, 8)
-    assert not (killed / "lumos_training.json").exists()
+    whole, killed = _whole_and_killed(work, "fsdp-", FSDP, flags)
     again = work / "fsdp-again"
     shutil.copytree(killed, again)
     _run([*FSDP, *_train_args(work, again, *flags, "--resume")], work)
