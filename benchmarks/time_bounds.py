@@ -23,8 +23,8 @@ from lumos_gym.actions import Action, parse_action
 from lumos_gym.envs.web.shop.catalog import generate_catalog
 from lumos_gym.errors import ToolError
 from lumos_gym.tools import make_tool
-from lumos_gym.tools import math as math_tools
 from lumos_gym.tools.base import ToolContext
+from lumos_gym.tools.math import limits as math_limits
 from lumos_gym.tools.sandbox import run_python
 
 #: Formulas the calculator must refuse at once (sizes are checked before anything is computed).
@@ -86,14 +86,14 @@ def calculator_bomb(formula: str) -> Callable[[], None]:
 
 def solve_time_limit() -> None:
     action = parse_action("R1 = SolveEquation(exp(x) = x^10)")
-    saved, math_tools.TIME_LIMIT = math_tools.TIME_LIMIT, 0.05
+    saved, math_limits.TIME_LIMIT = math_limits.TIME_LIMIT, 0.05
     try:
         make_tool(action.name).run(action.without_result(), ToolContext(variables={}))
     except ToolError as e:
         _expect("gave up" in str(e), f"another error: {e}")
         return
     finally:
-        math_tools.TIME_LIMIT = saved
+        math_limits.TIME_LIMIT = saved
     raise AssertionError("SolveEquation did not give up")
 
 
@@ -107,7 +107,7 @@ def solve_time_limit_ready() -> None:
 
 
 def _a_worker_ready() -> None:
-    math_tools._WORKERS.wait_started()
+    math_limits._WORKERS.wait_started()
     action = parse_action("R1 = Calculator(1 + 1)")  # takes the idle worker, or starts one
     make_tool(action.name).run(action.without_result(), ToolContext(variables={}))
 

@@ -16,6 +16,7 @@ from lumos_gym.scoring.answers import math_accuracy
 from lumos_gym.tools import make_tool
 from lumos_gym.tools import math as mt
 from lumos_gym.tools.base import ToolContext
+from lumos_gym.tools.math import limits
 
 
 def run(action_text, variables=None, ctx=None):
@@ -370,7 +371,7 @@ def test_solve_equation_errors(action, needle):
 
 
 def test_solving_stops_at_the_time_limit(monkeypatch):
-    monkeypatch.setattr(mt, "TIME_LIMIT", 0.05)
+    monkeypatch.setattr(limits, "TIME_LIMIT", 0.05)
     with pytest.raises(ToolError, match="gave up"):
         run("R1 = SolveEquation(exp(x) = x^10)")
 
@@ -402,7 +403,7 @@ def workers():
 @pytest.mark.usefixtures("workers")
 def test_the_time_limit_holds_off_the_main_thread(monkeypatch):
     # SIGALRM reaches the main thread only: the tool runs in a worker process's main thread
-    monkeypatch.setattr(mt, "TIME_LIMIT", 0.2)
+    monkeypatch.setattr(limits, "TIME_LIMIT", 0.2)
     ctx = ToolContext()
     run("R1 = Calculator(x^(10^7))", ctx=ctx)  # the power is computed only when x is given
     error = _in_thread(lambda: run("R2 = Calculator(R1(10))", ctx=ctx))
@@ -433,12 +434,12 @@ def test_sympy_is_never_interrupted_in_this_process(monkeypatch):
     def no_alarm(*args):
         raise AssertionError("the alarm was set in the caller's process")
 
-    monkeypatch.setattr(mt.signal, "setitimer", no_alarm)
+    monkeypatch.setattr(limits.signal, "setitimer", no_alarm)
     mt._WORKERS.close()  # from no idle worker: the calls below share one
     assert run("R1 = SolveEquation(2*x + 3 = 7)")[0] == ("2",)
     assert mt.evaluate("R1 / 4", {"R1": "10"}) == sympy.Rational(5, 2)
     (first,) = mt._WORKERS._idle
-    monkeypatch.setattr(mt, "TIME_LIMIT", 0.05)
+    monkeypatch.setattr(limits, "TIME_LIMIT", 0.05)
     with pytest.raises(ToolError, match="gave up"):
         run("R1 = SolveEquation(exp(x) = x^10)")
     assert first.process.poll() is not None  # ended after its answer
