@@ -79,7 +79,7 @@ logger = logging.getLogger(__name__)
 QA_TOOL_DATASET = "qa_tool"
 
 _WORLDQA_ID = re.compile(r"worldqa/(?P<split>[^/]+)/(?P<seed>\d+)/(?P<number>\d+)")
-_FAMILIES = 4  # task number n = i * len(FAMILIES) + family index (envs/worldqa.py)
+_FAMILIES = 4  # task number n = i * len(FAMILIES) + family index (envs/qa/worldqa/questions.py)
 
 
 @dataclass

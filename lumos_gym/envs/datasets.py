@@ -266,7 +266,7 @@ def copy_into_cache(name: str, split: str, source: str | Path) -> Path:
 
 
 # ---------------------------------------------------------------------------------------------
-# Complex QA (loaders in lumos_gym/envs/qa/data.py). Where the authors ship a zip archive, the
+# Complex QA (loaders in lumos_gym/envs/qa/data/). Where the authors ship a zip archive, the
 # archive is the cached file and the loaders read the split's member from it.
 
 _HOTPOT = "http://curtis.ml.cmu.edu/datasets/hotpot"
