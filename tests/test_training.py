@@ -596,7 +596,7 @@ def test_resume_continues_from_the_last_checkpoint(tmp_path, tiny, records_file,
     with pytest.raises(TrainingError, match="other settings .*lora_r: 8 -> 4"):
         train(_config(records_file, tiny, out, max_steps=6, save_steps=2, eval_fraction=0,
                       lora_r=4, resume=True))
-    with caplog.at_level("WARNING", logger="lumos_gym.training.trainer"):
+    with caplog.at_level("WARNING", logger="lumos_gym.training.launch"):
         resumed = train(_config(records_file, tiny, out, max_steps=6, save_steps=2,
                                 eval_fraction=0, resume=True))
     assert "--max-steps 6 > 4: the linear learning-rate schedule" in caplog.text
