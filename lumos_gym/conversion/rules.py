@@ -21,25 +21,36 @@ Each converter takes a :class:`~lumos_gym.envs.tasks.Task` and returns an annota
 :class:`~lumos_gym.conversion.exports.Rejected` for each task that cannot be converted, so bad
 input never stops a run. Nothing here is random or depends on dict order: the same tasks give
 the same annotations, byte for byte.
+
+The converters' text helpers are in :mod:`~lumos_gym.conversion.math_formulas` (numbers,
+formulas, exact values, ASDiv's formula parts) and :mod:`~lumos_gym.conversion.math_subgoals`
+(subgoals phrased from questions and sentences); their public names are importable from here too.
 """
 
 from __future__ import annotations
 
-import ast
 import math
 import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
 from lumos_gym.conversion.annotation import Annotation, AnnotationError, make_subgoals
 from lumos_gym.conversion.exports import Rejected
+from lumos_gym.conversion.math_formulas import (
+    _REL_TOL,
+    _tidy_formula,
+    asdiv_calculations,
+    exact_value,
+    problem_numbers,
+    substitute_results,
+    unmarked_formulas,
+)
+from lumos_gym.conversion.math_subgoals import question_subgoal, sentence_subgoal
 from lumos_gym.envs.math.data import (
     _gsm8k_steps,
     _is_infix_arithmetic,
     calculator_expression,
     parse_asdiv_answer,
-    parse_asdiv_formula,
     parse_calc_marks,
 )
 from lumos_gym.envs.math.official import MathEnv
@@ -74,10 +85,6 @@ __all__ = [
 ]
 
 
-#: How far a computed value may be from the value a rationale or gold answer writes (relative):
-#: the tolerance of :func:`~lumos_gym.scoring.answers.answers_match` before scoring became exact.
-_REL_TOL = 1e-6
-
 
 class ConversionError(AnnotationError):
     """A task cannot be converted to an annotation by rules; the message says why."""
@@ -96,86 +103,6 @@ Plan = list[tuple[str, list[str]]]
 
 # ---------------------------------------------------------------------------------------------
 # Shared helpers
-
-# An unsigned number token as a whole: not part of a longer number, a variable or a decimal.
-_NUMBER_TOKEN = re.compile(
-    r"(?<![\w.,])(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?![\w.]|,\d{3})|(?<![\w.])\.\d+(?![\w.])"
-)
-
-
-def substitute_results(
-    expr: str,
-    results: Sequence[tuple[str, str]],
-    *,
-    given: Iterable[str] = (),
-    consumed: Iterable[str] = (),
-) -> str:
-    """Write each number of ``expr`` that equals an earlier result as that result's variable.
-
-    Only whole number tokens are replaced (``52`` is never the ``5`` of ``52``, nor ``2`` the
-    ``2`` of ``2.5`` or ``1,200``), and only when their value equals the result exactly
-    (``7.50`` matches ``7.5``). When several results have the value, the latest one is used.
-    Two rules settle a number that is both a result and a given number of the problem:
-
-    * each result is used once per formula, for its first occurrence (``3 * 3`` after
-      ``R1 = 3`` gives ``R1 * 3``);
-    * a result already used by an earlier formula is not used again for a number the problem
-      itself gives (``given``): the problem's number is then the likelier reading.
-
-    On generated MathWord problems, whose true references are known, these rules pick the
-    generator's own formulas for about 99% of the problems.
-
-    Args:
-        expr: a Calculator formula.
-        results: ``(variable, value)`` of the earlier actions, in order.
-        given: the numbers written in the problem text.
-        consumed: the variables that earlier formulas already use.
-
-    Returns:
-        The formula with variables substituted.
-    """
-    latest: dict[Fraction, str] = {}
-    for var, value in results:
-        number = to_fraction(value)
-        if number is not None and number >= 0:
-            latest[number] = var
-    problem_numbers = {to_fraction(x) for x in given} - {None}
-    used = set(consumed)
-    taken: set[str] = set()
-
-    def replace(match: re.Match[str]) -> str:
-        number = to_fraction(match.group(0))
-        var = latest.get(number) if number is not None else None
-        if var is None or var in taken or (var in used and number in problem_numbers):
-            return match.group(0)
-        taken.add(var)
-        return var
-
-    return _NUMBER_TOKEN.sub(replace, expr) if latest else expr
-
-
-def problem_numbers(text: str) -> list[str]:
-    """Return the numbers written in a problem text (``$`` and thousands commas allowed)."""
-    return _NUMBER_TOKEN.findall(text.replace("$", " "))
-
-
-def _tidy_formula(expr: str) -> str:
-    """``( 14.0 - 9.0 )`` becomes ``14 - 9``: no ``.0``, no spaces inside brackets."""
-    text = re.sub(r"(?<![\d.])(\d+)\.0+(?![\d])", r"\1", calculator_expression(expr))
-    text = re.sub(r"\(\s+", "(", re.sub(r"\s+\)", ")", text))
-    text = " ".join(text.split())
-    if text.startswith("(") and _closing_paren(text, 0) == len(text) - 1:
-        text = text[1:-1].strip()
-    return text
-
-
-def _closing_paren(text: str, start: int) -> int:
-    depth = 0
-    for i in range(start, len(text)):
-        depth += {"(": 1, ")": -1}.get(text[i], 0)
-        if depth == 0:
-            return i
-    return -1
 
 
 def _value_text(value: str) -> str:
@@ -275,165 +202,6 @@ def _require_text(task: Task) -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# Subgoal phrasing
-
-_QUESTION_START = re.compile(r"^(how|what|which|who|when|where|why|find|determine)\b", re.I)
-_DISCOURSE = re.compile(
-    r"^(?:so|then|thus|therefore|hence|and|now|this means|that means)\b,?\s*", re.I
-)
-_COPULA_END = re.compile(r"\s+(?:is|are|was|were|will be|would be)$", re.I)
-_NOUN_STOP = frozenset(
-    "that which who whom whose left in on at for to from of per each every over than so with "
-    "and or but by as after before during into since until is are was were will would can "
-    "could do does did has have had more".split()
-)
-_MORE_WORDS = ("more", "fewer", "less", "extra")
-_SHOWN_FORMULA = re.compile(r"[-+*/x×÷().,%$\d\s]*\d[-+*/x×÷().,%$\d\s]*=\s*\$?\s*$")
-_PRINTED_NUMBER = re.compile(r"\s*\$?\s*-?(?:\d[\d,]*(?:\.\d+)?|\.\d+)(?![\d,])")
-_WORD = re.compile(r"[A-Za-z][A-Za-z'-]*")
-
-
-_COMMON_STARTS = frozenset(
-    "the a an he she it they we you i there this that these those each every in on at after "
-    "before his her their its my our your all both one some together over with for if when "
-    "during altogether overall since now then so".split()
-)
-
-
-def _lower_first(text: str) -> str:
-    """Lower-case the first letter when the first word is a common word (not a name)."""
-    word = text.split(" ", 1)[0]
-    if word.lower() in _COMMON_STARTS and word != "I":
-        return text[:1].lower() + text[1:]
-    return text
-
-
-def question_subgoal(question: str) -> str:
-    """Phrase a question as a subgoal: ``How many marbles are left?`` → ``Calculate how many...``.
-
-    Args:
-        question: a question sentence (SVAMP's ``Question``, a socratic sub-question...).
-
-    Returns:
-        ``"Calculate " + question`` without its final ``?`` (the first letter lower-cased when
-        the question starts with a question word), or ``"Calculate the answer"`` for no text.
-    """
-    text = " ".join(question.split()).rstrip("?.! ")
-    if not text:
-        return "Calculate the answer"
-    if _QUESTION_START.match(text):
-        return f"Calculate {text[:1].lower()}{text[1:]}"
-    return f"Calculate the answer to: {text}"
-
-
-def _split_noun(after: str) -> tuple[str, str]:
-    """Split the text after a result into its noun phrase and the rest."""
-    words = after.split()
-    noun: list[str] = []
-    for i, word in enumerate(words):
-        bare = word.strip(",;:").lower()
-        joins = (i == 0 and bare in _MORE_WORDS) or (  # "more apples", "cups of flour"
-            bare == "of" and noun and i + 1 < len(words) and _WORD.fullmatch(words[i + 1])
-        )
-        if not _WORD.fullmatch(word.strip(",;:")) or (bare in _NOUN_STOP and not joins):
-            break
-        noun.append(word.strip(",;:"))
-        if word.endswith((",", ";", ":")):
-            break
-    rest = " ".join(words[len(noun) :]).strip(" ,;:")
-    return " ".join(noun), rest
-
-
-_OPENERS = frozenset("in on at after before over during with for by from each every".split())
-_SUBJECTS = frozenset("he she it they we i you the a an his her their its".split())
-
-
-def _opening_phrase(before: str) -> tuple[str, str]:
-    """Split an opening phrase off a clause: ``In the morning Lena sells`` → ``in the morning``.
-
-    The phrase is a preposition and the words up to the subject, the first pronoun, article or
-    capitalised word from its third word on; without one, nothing is split.
-    """
-    words = before.split()
-    if len(words) < 3 or words[0].lower() not in _OPENERS:
-        return "", before
-    for i in range(2, len(words)):
-        word = words[i]
-        if word.lower() in _SUBJECTS or word[:1].isupper():
-            return _lower_first(" ".join(words[:i])).rstrip(","), " ".join(words[i:])
-    return "", before
-
-
-def _phrase(before: str, after: str, money: bool) -> str:
-    """Phrase one cut result: ``He has`` + ``apples left`` gives ``how many apples he has left``."""
-    before = _DISCOURSE.sub("", before.strip(" ,;:")).strip(" ,;:")
-    after = after.strip(" ,;:.!")
-    copula = _COPULA_END.search(before)
-    if copula and not after:
-        subject = before[: copula.start()].strip()
-        return _lower_first(subject) if subject else "the value"
-    noun, rest = ("", after) if money else _split_noun(after)
-    opening, before = _opening_phrase(before)
-    clause = " ".join(p for p in (_lower_first(before) if before else "", rest, opening) if p)
-    head = f"how many {noun}" if noun else "how much"
-    return f"{head} {clause}".strip()
-
-
-def _mark_spans(text: str) -> list[tuple[int, int, bool]]:
-    """Span of each mark with its shown formula and printed value, and whether it is money."""
-    spans = []
-    for mark in parse_calc_marks(text):
-        start, end = mark.start, mark.end
-        shown = _SHOWN_FORMULA.search(text[:start])
-        prefix = text[shown.start() : start] if shown else text[max(0, start - 1) : start]
-        money = "$" in prefix
-        if shown:
-            start = shown.start()
-        value = (mark.value or "").strip()
-        rest = text[end:]
-        printed = _PRINTED_NUMBER.match(rest)
-        if printed:
-            end += printed.end()
-        elif value and rest.lstrip().startswith(value):
-            end += len(rest) - len(rest.lstrip()) + len(value)
-        spans.append((start, end, money))
-    return spans
-
-
-def sentence_subgoal(sentence: str) -> str:
-    """Phrase a rationale sentence holding calculator marks as a subgoal, by rules.
-
-    The shown formulas, marks and printed results are cut out; each cut becomes a ``how many
-    <noun>`` (or ``how much`` for money) clause built from the words around it, and several
-    clauses of one sentence are joined with ``and``. For example ``The full buses carry 9*52 =
-    <<9*52=468>>468 passengers.`` gives ``Calculate how many passengers the full buses carry``,
-    and ``The discount is 80*25/100 = $<<80*25/100=20>>20.`` gives ``Calculate the discount``.
-
-    Args:
-        sentence: one sentence of a GSM8K-style rationale, marks included.
-
-    Returns:
-        The subgoal text, starting with ``Calculate``.
-    """
-    spans = _mark_spans(sentence)
-    if not spans:
-        return question_subgoal(sentence)
-    phrases = []
-    for i, (start, end, money) in enumerate(spans):
-        lo = spans[i - 1][1] if i else 0
-        hi = spans[i + 1][0] if i + 1 < len(spans) else len(sentence)
-        before = sentence[lo:start]
-        after = sentence[end:hi]
-        after = re.split(r",|\band\b|;" if i + 1 < len(spans) else r"[,;]", after, maxsplit=1)[0]
-        if i:
-            before = re.split(r",|\band\b|;", before)[-1]
-        phrase = _phrase(before, after, money)
-        if phrase not in phrases:
-            phrases.append(phrase)
-    return "Calculate " + " and ".join(phrases)
-
-
-# ---------------------------------------------------------------------------------------------
 # GSM8K
 
 # A sentence ends at . ! ? followed by a space and a capital letter or a quote.
@@ -461,92 +229,6 @@ def _gsm8k_marks(text: str, where: str) -> list[tuple[str, str]]:
             raise ConversionError(f"{label}: the formula is not plain arithmetic")
         calcs.append((" ".join(expr.split()), value))
     return calcs
-
-
-# An unmarked formula written in the text, ``20/4 = $5`` or ``42 minutes + 10 minutes = 52``:
-# numbers (``$``, thousands commas, ``k`` and ``%`` suffixes) or bracketed groups, each maybe
-# followed by a few unit words, joined by operators, then ``=`` and a number.
-_PLAIN_NUMBER = r"\$?(?:\d[\d,]*(?:\.\d+)?|\.\d+)[k%]?"
-_PLAIN_TERM = rf"(?:{_PLAIN_NUMBER}|\([^()=<>]*\))"
-_UNIT_WORDS = r"(?:\s+(?!and\b|x\b)[A-Za-z][A-Za-z'-]*(?:/[A-Za-z]+)?){0,5}"
-_PLAIN_OPERATOR = r"\s*(?:[-+*/\u00d7\u00f7:\u2013\u2212]|\bx\b)\s*"
-_PLAIN_FORMULA = re.compile(
-    rf"(?<![\w.])({_PLAIN_TERM}{_UNIT_WORDS}(?:{_PLAIN_OPERATOR}{_PLAIN_TERM}{_UNIT_WORDS})+)"
-    rf"\s*=\s*({_PLAIN_NUMBER})(?!\d)"
-)
-_MIXED_NUMBER = re.compile(r"\b(\d+) and (\d+)/(\d+)\b")
-_PERCENT_PRODUCT = re.compile(r"(\d+(?:\.\d+)?)%\s*\*\s*(\d+(?:\.\d+)?)%")
-
-
-def exact_value(expr: str) -> Fraction | None:
-    """Return the exact value of infix arithmetic (numbers, ``+ - * /``, brackets), or None.
-
-    The text is parsed with :mod:`ast` and evaluated over fractions node by node; nothing is
-    executed, and anything but numbers and those operators gives None.
-    """
-    try:
-        tree = ast.parse(expr.strip(), mode="eval")
-    except SyntaxError:
-        return None
-
-    def value(node: ast.AST) -> Fraction:
-        if isinstance(node, ast.Expression):
-            return value(node.body)
-        if isinstance(node, ast.Constant) and type(node.value) in (int, float):
-            return Fraction(str(node.value))
-        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub | ast.UAdd):
-            inner = value(node.operand)
-            return -inner if isinstance(node.op, ast.USub) else inner
-        if isinstance(node, ast.BinOp):
-            left, right = value(node.left), value(node.right)
-            if isinstance(node.op, ast.Add):
-                return left + right
-            if isinstance(node.op, ast.Sub):
-                return left - right
-            if isinstance(node.op, ast.Mult):
-                return left * right
-            if isinstance(node.op, ast.Div) and right != 0:
-                return left / right
-        raise ValueError("not plain arithmetic")
-
-    try:
-        return value(tree)
-    except (ValueError, RecursionError):
-        return None
-
-
-def unmarked_formulas(sentence: str) -> list[tuple[str, str]]:
-    """Return the formulas a sentence writes without ``<<...>>`` marks, as ``(expr, value)``.
-
-    About 3% of GSM8K's training rationales leave a step unmarked, often the last one
-    (``She bought 4 tops for a total of $20 so 20/4 = $5``). A formula is kept only when it is
-    plain arithmetic once units, ``$``, ``k`` and thousands commas are dropped (``x`` and ``×``
-    read as ``*``, ``÷`` and ``:`` as ``/``, ``2 and 1/4`` as ``(2+1/4)``) and its exact value
-    is the number written after ``=``. Percentages: ``40% + 20% = 60%`` adds the percent
-    numbers; ``60% * 50% = 30%`` becomes ``60 * 50 / 100``.
-    """
-    text = _MIXED_NUMBER.sub(r"(\1+\2/\3)", re.sub(r"<<.*?>>", " # ", sentence))
-    found = []
-    for match in _PLAIN_FORMULA.finditer(text):
-        expr = re.sub(r"\bx\b|\u00d7", "*", match.group(1))
-        for old, new in (("\u00f7", "/"), (":", "/"), ("\u2013", "-"), ("\u2212", "-"), ("$", "")):
-            expr = expr.replace(old, new)
-        expr = re.sub(r"[A-Za-z][A-Za-z'-]*(?:/[A-Za-z]+)?", " ", re.sub(r"(?<=\d)k\b", "", expr))
-        expr = " ".join(re.sub(r"(?<=\d),(?=\d{3})", "", expr).split())
-        written = match.group(2).replace("$", "").replace(",", "").rstrip("k%")
-        target = to_fraction(written)
-        candidates = [expr.replace("%", "")]
-        if "%" in expr:
-            candidates.append(_PERCENT_PRODUCT.sub(r"\1 * \2 / 100", expr))
-        for candidate in candidates:
-            if (
-                target is not None
-                and _is_infix_arithmetic(candidate)
-                and exact_value(candidate) == target
-            ):
-                found.append((candidate, written))
-                break
-    return found
 
 
 def gsm8k_annotation(task: Task) -> Annotation:
@@ -635,61 +317,6 @@ def _asdiv_question_part(task: Task) -> str:
             if isinstance(value, str) and value.strip():
                 return value
     return task.question
-
-
-_NUM = r"(\d+(?:\.\d+)?)"
-_REMAINDER_PART = re.compile(rf"\s*{_NUM}\s*/\s*{_NUM}\s*=\s*(\d+)\s*r\s*(\d+)\s*\Z", re.I)
-_GCD_LCM_PART = re.compile(r"\s*(GCD|GCF|HCF|LCM)\s*\(([\d\s,]+)\)\s*=\s*(\d+)\s*\Z", re.I)
-_RATIO_PART = re.compile(r"\s*(\d+)\s*:\s*(\d+)\s*=\s*(\d+)\s*:\s*(\d+)\s*\Z")
-
-
-def asdiv_calculations(formula: str, answer: str) -> list[tuple[str, str]] | None:
-    """Read an ASDiv ``<Formula>`` as ``(Calculator formula, value)`` calculations.
-
-    Plain arithmetic parts are read by :func:`~lumos_gym.envs.math.data.parse_asdiv_formula`;
-    three more kinds of part become whitelisted Calculator functions:
-
-    * a division with remainder ``35/8=4 r 3`` gives ``floor(35/8) = 4``, followed by
-      ``Mod(35, 8) = 3`` when the remainder is the answer;
-    * ``GCD(18,24)=6`` (also GCF, HCF) and ``LCM(4,6)=12`` give ``gcd(18, 24)`` and ``lcm(4, 6)``;
-    * a ratio ``12:16=3:4`` gives ``12/16`` with the value ``3/4`` (a ratio answer ``3:4`` is
-      scored as the number 0.75).
-
-    Args:
-        formula: the formula text.
-        answer: the answer's value (``"4"``, ``"3:4"``).
-
-    Returns:
-        The calculations, or None when a part is none of these (algebra, comparisons).
-    """
-    calcs: list[tuple[str, str]] = []
-    for part in formula.split(";"):
-        if not part.strip():
-            continue
-        if m := _REMAINDER_PART.match(part):
-            dividend, divisor, quotient, remainder = m.groups()
-            calcs.append((f"floor({dividend}/{divisor})", quotient))
-            if answers_match(remainder, answer, rel_tol=_REL_TOL) and not answers_match(
-                quotient, answer, rel_tol=_REL_TOL
-            ):
-                calcs.append((f"Mod({dividend}, {divisor})", remainder))
-        elif m := _GCD_LCM_PART.match(part):
-            name = "lcm" if m.group(1).upper() == "LCM" else "gcd"
-            numbers = [n.strip() for n in m.group(2).split(",") if n.strip()]
-            if len(numbers) < 2:
-                return None
-            calcs.append((f"{name}({', '.join(numbers)})", m.group(3)))
-        elif m := _RATIO_PART.match(part):
-            a, b, c, d = m.groups()
-            if int(b) == 0 or int(d) == 0:
-                return None
-            calcs.append((f"{a}/{b}", f"{c}/{d}"))
-        else:
-            parsed = parse_asdiv_formula(part)
-            if parsed is None:
-                return None
-            calcs.extend(parsed)
-    return calcs or None
 
 
 def asdiv_annotation(task: Task) -> Annotation:
