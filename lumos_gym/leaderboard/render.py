@@ -60,9 +60,31 @@ from typing import Any
 from urllib.parse import quote
 
 from lumos_gym import __version__
-from lumos_gym.agents.plugins import agent_can_act, reads_gold_answers
 from lumos_gym.errors import EvaluationError, LumosGymError
+from lumos_gym.evaluation.folders import follow_latest, is_latest_link
+from lumos_gym.evaluation.identity import adapter_weights
+from lumos_gym.evaluation.plan import plan_env, spec_key
+from lumos_gym.evaluation.results import (
+    ResultsError,
+    differences,
+    episodes_path,
+    infra_errors,
+    is_infra_error,
+    keys_sha256,
+    read_results,
+)
+from lumos_gym.evaluation.suites import get_suite, suite_entries
+from lumos_gym.evaluation.summary import (
+    SCORE_RULE,
+    SUMMARY_FORMAT,
+    comparable,
+    env_kind,
+    metrics_for,
+    suite_mean_se,
+    summarize,
+)
 from lumos_gym.jsonl import folder_problem
+from lumos_gym.leaderboard.agents import agent_can_act, reads_gold_answers
 from lumos_gym.leaderboard.agreement import AGREEMENT_NOTE, agreement, agreement_rows
 from lumos_gym.leaderboard.attribution import (
     ATTRIBUTION_NOTE,
@@ -84,25 +106,6 @@ from lumos_gym.leaderboard.cards import (
     training_seeds,
 )
 from lumos_gym.leaderboard.claims import CLAIMS, claims_markdown, trained_families
-from lumos_gym.leaderboard.folders import follow_latest, is_latest_link
-from lumos_gym.leaderboard.plan import plan_env, spec_key
-from lumos_gym.leaderboard.provenance import adapter_weights
-from lumos_gym.leaderboard.results import (
-    SCORE_RULE,
-    SUMMARY_FORMAT,
-    ResultsError,
-    comparable,
-    differences,
-    env_kind,
-    episodes_path,
-    infra_errors,
-    is_infra_error,
-    keys_sha256,
-    metrics_for,
-    read_results,
-    suite_mean_se,
-    summarize,
-)
 from lumos_gym.leaderboard.stats import (
     Comparison,
     PairedDiff,
@@ -113,7 +116,6 @@ from lumos_gym.leaderboard.stats import (
     seed_matrices,
     two_level_bootstrap,
 )
-from lumos_gym.leaderboard.suites import get_suite, suite_entries
 from lumos_gym.text import markdown_table
 
 #: The output formats.
