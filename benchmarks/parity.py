@@ -26,8 +26,8 @@ import time
 from pathlib import Path
 
 from lumos_gym.cli.args import parse_model_args
+from lumos_gym.evaluation.evaluate import ModelOptions, RunConfig, evaluate
 from lumos_gym.leaderboard.agreement import agreement, overall
-from lumos_gym.leaderboard.evaluate import ModelOptions, RunConfig, evaluate
 from lumos_gym.leaderboard.render import compare_entries, load_board
 
 SHIPPED = Path(__file__).resolve().parents[1] / "leaderboards" / "offline" / "lumos-i"

@@ -56,9 +56,9 @@ import torch
 import lumos_gym  # noqa: F401
 from lumos_gym.agents import make_agent
 from lumos_gym.agents.runner import Runner
-from lumos_gym.leaderboard.backends import with_reference
-from lumos_gym.leaderboard.plan import episode_specs
-from lumos_gym.leaderboard.suites import SuiteEntry
+from lumos_gym.evaluation.backends import with_reference
+from lumos_gym.evaluation.plan import episode_specs
+from lumos_gym.evaluation.suites import SuiteEntry
 from lumos_gym.models.factory import ModelOptions, build_backends
 
 ENGINES = {

@@ -1,6 +1,6 @@
 """Scale-out: the same evaluation in one process and on Ray actors (``evaluate --ray``).
 
-Runs ``lumos_gym.leaderboard.evaluate.evaluate`` twice on one suite, in this process and then with
+Runs ``lumos_gym.evaluation.evaluate.evaluate`` twice on one suite, in this process and then with
 ``ray=True, workers=N`` (a local Ray instance started for it, its start-up timed apart), and
 prints the wall time of each, the speed-up, and whether the two runs wrote the same episodes
 (status, reward, prediction and every turn) and the same summary apart from timing and
@@ -26,8 +26,9 @@ import time
 from pathlib import Path
 
 from lumos_gym.agents.base import AgentConfig
-from lumos_gym.leaderboard.evaluate import ModelOptions, RunConfig, evaluate
-from lumos_gym.leaderboard.results import comparable, read_episodes
+from lumos_gym.evaluation.evaluate import ModelOptions, RunConfig, evaluate
+from lumos_gym.evaluation.results import read_episodes
+from lumos_gym.evaluation.summary import comparable
 
 
 def episodes(folder: Path) -> list[tuple]:

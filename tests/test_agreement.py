@@ -6,8 +6,8 @@ import gymnasium as gym
 from conftest import ScriptedBackend
 
 from lumos_gym.cli import main
+from lumos_gym.evaluation.evaluate import ModelOptions, RunConfig, evaluate
 from lumos_gym.leaderboard.agreement import Agreement, agreement, episode_agreement, overall
-from lumos_gym.leaderboard.evaluate import ModelOptions, RunConfig, evaluate
 from lumos_gym.leaderboard.stats import pair_records
 
 

@@ -18,8 +18,8 @@ from test_backend_openai import running
 
 from lumos_gym.cli import main
 from lumos_gym.errors import DataError, EvaluationError
-from lumos_gym.leaderboard.evaluate import ModelOptions, RunConfig, evaluate
-from lumos_gym.leaderboard.usage import usage_blocks
+from lumos_gym.evaluation.evaluate import ModelOptions, RunConfig, evaluate
+from lumos_gym.evaluation.usage import usage_blocks
 from lumos_gym.models.base import Backend, BackendInfo, Completion, GenerationRequest
 from lumos_gym.models.caching import (
     CachingBackend,

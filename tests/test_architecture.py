@@ -20,7 +20,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "lumos_gym"
 #: Bottom to top. A part may import its own layer and the layers below it, never one above.
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("errors",),
-    ("registry", "text", "jsonl", "asgi", "gitinfo"),
+    ("registry", "text", "jsonl", "asgi", "gitinfo", "episodes"),
     ("actions",),
     ("prompts",),
     ("models",),
@@ -31,6 +31,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("agents",),
     ("conversion", "databuild"),
     ("training",),
+    ("evaluation",),
     ("leaderboard",),
     ("serving",),
     ("workflows",),

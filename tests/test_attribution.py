@@ -21,13 +21,13 @@ from lumos_gym.agents.lumos import IterativeState
 from lumos_gym.agents.runner import EpisodeSpec, Runner
 from lumos_gym.cli import main
 from lumos_gym.conversion.gold import gold_info, gold_plan
+from lumos_gym.evaluation.evaluate import RunConfig, evaluate
 from lumos_gym.leaderboard.attribution import (
     AttributionError,
     attribute,
     attribute_runs,
     render_markdown,
 )
-from lumos_gym.leaderboard.evaluate import RunConfig, evaluate
 from lumos_gym.leaderboard.render import load_board, render_html
 from lumos_gym.leaderboard.render import render_markdown as board_markdown
 

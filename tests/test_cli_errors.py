@@ -10,7 +10,7 @@ import pytest
 
 from lumos_gym.cli import main
 from lumos_gym.errors import EvaluationError
-from lumos_gym.leaderboard.evaluate import RunConfig, evaluate
+from lumos_gym.evaluation.evaluate import RunConfig, evaluate
 
 PNG = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x00\x10\xff\xfe"
 ORACLE = ["evaluate", "--agent", "oracle", "--env", "GSM8K-v0", "--limit", "2", "--no-progress"]

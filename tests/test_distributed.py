@@ -16,14 +16,14 @@ from lumos_gym.agents import make_agent
 from lumos_gym.agents.oracle import OracleAgent
 from lumos_gym.cli import main
 from lumos_gym.errors import EvaluationError
-from lumos_gym.leaderboard.evaluate import ModelOptions, RunConfig, evaluate
-from lumos_gym.leaderboard.plan import plan_env
-from lumos_gym.leaderboard.results import comparable
-from lumos_gym.leaderboard.suites import suite_entries
+from lumos_gym.evaluation.evaluate import ModelOptions, RunConfig, evaluate
+from lumos_gym.evaluation.plan import plan_env
+from lumos_gym.evaluation.suites import suite_entries
+from lumos_gym.evaluation.summary import comparable
 
 ray = pytest.importorskip("ray")
 
-from lumos_gym.leaderboard.distributed import DistributedError, RayPool  # noqa: E402
+from lumos_gym.evaluation.distributed import DistributedError, RayPool  # noqa: E402
 
 
 @pytest.mark.full

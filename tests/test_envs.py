@@ -283,7 +283,7 @@ def test_the_adding_an_env_example_works(tmp_path):
         env.reset(seed=0)
         obs, *_ = env.step("R1 = PriceLookup(caviar)")
         assert obs.startswith("Error:") and "apple" in obs
-        from lumos_gym.leaderboard.evaluate import RunConfig, evaluate
+        from lumos_gym.evaluation.evaluate import RunConfig, evaluate
 
         result = evaluate(RunConfig("oracle", envs=["lumos/Grocery-v0"], limit=3, out=tmp_path,
                                     progress=False))
@@ -309,8 +309,8 @@ class _NoPrivilege(LumosEnv):
 
 def test_the_oracle_refuses_an_env_that_does_not_take_privileged():
     from lumos_gym.errors import EvaluationError
-    from lumos_gym.leaderboard.plan import plan_env
-    from lumos_gym.leaderboard.suites import SuiteEntry
+    from lumos_gym.evaluation.plan import plan_env
+    from lumos_gym.evaluation.suites import SuiteEntry
 
     gym.register("lumos/NoPrivilege-v0", entry_point=_NoPrivilege)
     try:

@@ -10,11 +10,11 @@ from conftest import ScriptedBackend
 
 from lumos_gym.cli import main
 from lumos_gym.errors import EvaluationError
-from lumos_gym.leaderboard.evaluate import ModelOptions, RunConfig, evaluate
-from lumos_gym.leaderboard.output import ResultsFile
+from lumos_gym.evaluation.evaluate import ModelOptions, RunConfig, evaluate
+from lumos_gym.evaluation.output import ResultsFile
+from lumos_gym.evaluation.suites import SUITES, suite_entries
+from lumos_gym.evaluation.summary import format_table, mean_se, summarize
 from lumos_gym.leaderboard.render import load_board
-from lumos_gym.leaderboard.results import format_table, mean_se, summarize
-from lumos_gym.leaderboard.suites import SUITES, suite_entries
 
 
 def test_oracle_evaluation_writes_results_and_summary(tmp_path):

@@ -32,7 +32,7 @@ from lumos_gym.envs import (
 )
 from lumos_gym.envs.tasks import ADDED_TASK_TYPES, Task
 from lumos_gym.errors import RegistryError
-from lumos_gym.leaderboard.results import METRICS
+from lumos_gym.evaluation.summary import METRICS
 from lumos_gym.registry import import_object
 from lumos_gym.tools import TOOLS
 from lumos_gym.workflows.reproduce import REFERENCE_MIX

@@ -33,7 +33,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from lumos_gym.leaderboard.suites import SuiteEntry, get_suite
+from lumos_gym.evaluation.suites import SuiteEntry, get_suite
 
 pytestmark = pytest.mark.slow
 

@@ -31,14 +31,10 @@ from lumos_gym.agents import make_agent
 from lumos_gym.agents.runner import EpisodeSpec, Runner
 from lumos_gym.cli import main
 from lumos_gym.errors import EvaluationError
-from lumos_gym.leaderboard.evaluate import RunConfig, evaluate
+from lumos_gym.evaluation.evaluate import RunConfig, evaluate
+from lumos_gym.evaluation.results import episode_status, read_results
+from lumos_gym.evaluation.summary import format_table, summarize
 from lumos_gym.leaderboard.render import load_board, render_markdown, validate
-from lumos_gym.leaderboard.results import (
-    episode_status,
-    format_table,
-    read_results,
-    summarize,
-)
 from lumos_gym.models.base import GenerationRequest
 from lumos_gym.models.openai_backend import OpenAIBackend
 

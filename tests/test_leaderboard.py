@@ -19,7 +19,9 @@ import pytest
 from conftest import ScriptedBackend, browse, chromium
 
 from lumos_gym.cli import main
-from lumos_gym.leaderboard.evaluate import ModelOptions, RunConfig, evaluate
+from lumos_gym.evaluation.evaluate import ModelOptions, RunConfig, evaluate
+from lumos_gym.evaluation.results import read_results
+from lumos_gym.evaluation.summary import summarize
 from lumos_gym.leaderboard.render import (
     LeaderboardError,
     attach_reference,
@@ -34,7 +36,6 @@ from lumos_gym.leaderboard.render import (
     validate,
     write_board,
 )
-from lumos_gym.leaderboard.results import read_results, summarize
 from lumos_gym.leaderboard.stats import MCNEMAR
 from lumos_gym.models.base import Completion
 

@@ -270,7 +270,7 @@ def test_the_rendered_board_carries_cards_and_seeds(tmp_path):
     """Two results folders of one agent whose run.json differ in their adapters' seed."""
     from conftest import ScriptedBackend
 
-    from lumos_gym.leaderboard.evaluate import RunConfig, evaluate
+    from lumos_gym.evaluation.evaluate import RunConfig, evaluate
     from lumos_gym.models.factory import ModelOptions
 
     out = tmp_path / "direct"
@@ -317,9 +317,9 @@ def test_a_published_folder_may_hold_its_episodes_gzipped(tmp_path, capsys):
     import gzip
 
     from lumos_gym.cli import main
-    from lumos_gym.leaderboard.evaluate import RunConfig, evaluate
+    from lumos_gym.evaluation.evaluate import RunConfig, evaluate
+    from lumos_gym.evaluation.results import ResultsError, read_results
     from lumos_gym.leaderboard.render import render_html, validate
-    from lumos_gym.leaderboard.results import ResultsError, read_results
 
     plain = tmp_path / "oracle"
     evaluate(RunConfig("oracle", envs=["GSM8K-v0"], limit=3, out=plain, progress=False))
@@ -343,8 +343,8 @@ def test_a_published_folder_may_hold_its_episodes_gzipped(tmp_path, capsys):
 
 
 def test_a_resumed_run_keeps_the_sessions_that_wrote_its_episodes(tmp_path):
+    from lumos_gym.evaluation.evaluate import RunConfig, evaluate
     from lumos_gym.leaderboard.cards import card_text
-    from lumos_gym.leaderboard.evaluate import RunConfig, evaluate
 
     out = tmp_path / "oracle"
     evaluate(RunConfig("oracle", envs=["GSM8K-v0"], limit=2, out=out, progress=False))
@@ -365,7 +365,7 @@ def test_a_resumed_run_keeps_the_sessions_that_wrote_its_episodes(tmp_path):
 
 
 def test_cards_count_the_records_of_each_dataset(tmp_path):
-    from lumos_gym.leaderboard.provenance import training_card
+    from lumos_gym.evaluation.provenance import training_card
 
     planner = tmp_path / "planner"
     planner.mkdir()
@@ -383,7 +383,7 @@ def test_cards_count_the_records_of_each_dataset(tmp_path):
 
 
 def test_cards_name_the_reward_of_expert_iteration_and_grpo(tmp_path):
-    from lumos_gym.leaderboard.provenance import training_card
+    from lumos_gym.evaluation.provenance import training_card
 
     # expert iteration: the training files lie beside export.json (export --from-results)
     data = tmp_path / "round-1" / "data"
@@ -472,7 +472,7 @@ def test_cards_name_the_reward_of_expert_iteration_and_grpo(tmp_path):
 
 
 def test_cards_name_the_training_commit_the_data_build_and_each_resumption(tmp_path):
-    from lumos_gym.leaderboard.provenance import training_card
+    from lumos_gym.evaluation.provenance import training_card
 
     folder = tmp_path / "grounder"
     folder.mkdir()

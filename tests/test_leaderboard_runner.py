@@ -15,20 +15,19 @@ from lumos_gym import __version__
 from lumos_gym.agents.base import AgentConfig
 from lumos_gym.cli import main
 from lumos_gym.errors import EvaluationError
-from lumos_gym.leaderboard.evaluate import ModelOptions, RunConfig, evaluate
-from lumos_gym.leaderboard.plan import parse_shard, plan_env, shard_keys, task_group
-from lumos_gym.leaderboard.provenance import _adapter_checksums
-from lumos_gym.leaderboard.results import (
+from lumos_gym.evaluation.evaluate import ModelOptions, RunConfig, evaluate
+from lumos_gym.evaluation.merge import merge_results
+from lumos_gym.evaluation.plan import parse_shard, plan_env, shard_keys, task_group
+from lumos_gym.evaluation.provenance import _adapter_checksums
+from lumos_gym.evaluation.results import ResultsError, read_results
+from lumos_gym.evaluation.suites import get_suite, load_suite, load_suites, suite_entries
+from lumos_gym.evaluation.summary import (
     BOOTSTRAP_RESAMPLES,
-    ResultsError,
     bootstrap_ci,
     comparable,
     format_table,
-    merge_results,
-    read_results,
     summarize,
 )
-from lumos_gym.leaderboard.suites import get_suite, load_suite, load_suites, suite_entries
 from lumos_gym.models.base import BackendInfo
 
 ENVS = ["GSM8K-v0", "SVAMP-v0"]
@@ -552,7 +551,7 @@ def test_training_cards_name_data_budget_and_seed(tmp_path):
     """run.json carries each adapter's training card: its seed, budget and data checksums."""
     import json
 
-    from lumos_gym.leaderboard.provenance import _training_cards, training_card
+    from lumos_gym.evaluation.provenance import _training_cards, training_card
 
     trained, bare = tmp_path / "trained", tmp_path / "bare"
     for folder in (trained, bare):
@@ -581,7 +580,7 @@ def test_training_cards_name_data_budget_and_seed(tmp_path):
 def _suites_dir():
     from importlib import resources
 
-    return str(resources.files("lumos_gym.leaderboard").joinpath("suites")) + "/"
+    return str(resources.files("lumos_gym.evaluation").joinpath("suites")) + "/"
 
 
 def test_provenance_paths_travel(tmp_path, monkeypatch):
@@ -589,7 +588,7 @@ def test_provenance_paths_travel(tmp_path, monkeypatch):
     from pathlib import Path
 
     import lumos_gym
-    from lumos_gym.leaderboard.provenance import portable_paths
+    from lumos_gym.evaluation.identity import portable_paths
 
     monkeypatch.setenv("LUMOS_GYM_CACHE", str(tmp_path / "cache"))
     package = Path(lumos_gym.__file__).resolve().parent

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from lumos_gym.leaderboard.results import Metric
+from lumos_gym.evaluation.summary import Metric
 from lumos_gym.leaderboard.stats import (
     EXACT_FLIPS,
     MCNEMAR,

@@ -19,7 +19,7 @@ from lumos_gym.conversion.leakage import (
 )
 from lumos_gym.conversion.pipeline import OFFLINE_SPLITS, SPLITS_FILE, split_kwargs
 from lumos_gym.errors import LumosGymError
-from lumos_gym.leaderboard.suites import SuiteEntry
+from lumos_gym.evaluation.suites import SuiteEntry
 
 MATH = {"levels": [1], "num_tasks": 4}
 SCENES = {"num_tasks": 1, "kinds": ["count_all", "colour_of", "read_card"]}

@@ -132,7 +132,7 @@ def test_an_expert_iteration_round_exports_the_good_episodes_and_trains_on_them(
     from lumos_gym.conversion.annotation import read_annotations
     from lumos_gym.conversion.exports import export_records
     from lumos_gym.conversion.pipeline import convert_env
-    from lumos_gym.leaderboard.evaluate import RunConfig, evaluate
+    from lumos_gym.evaluation.evaluate import RunConfig, evaluate
 
     env = ("lumos/MathWord-v0", {"split": "train", "num_tasks": 4, "levels": [1]})
     convert_env(env[0], out=tmp_path / "gold.jsonl", env_kwargs=env[1])

@@ -10,8 +10,8 @@ from conftest import ScriptedBackend
 from lumos_gym.cli import main
 from lumos_gym.cli.args import parse_model_args
 from lumos_gym.errors import LumosGymError, ModelSpecError
-from lumos_gym.leaderboard.evaluate import ModelOptions, RunConfig, evaluate
-from lumos_gym.leaderboard.provenance import model_args
+from lumos_gym.evaluation.evaluate import ModelOptions, RunConfig, evaluate
+from lumos_gym.evaluation.provenance import model_args
 from lumos_gym.models.factory import backend_options, build_backend, check_backend_options
 
 

@@ -19,7 +19,7 @@ from lumos_gym.agents import AGENTS, make_agent
 from lumos_gym.agents import plugins as agent_plugins
 from lumos_gym.cli import main
 from lumos_gym.errors import AgentLoadError, LumosGymError, RegistryError
-from lumos_gym.leaderboard.evaluate import RunConfig, evaluate
+from lumos_gym.evaluation.evaluate import RunConfig, evaluate
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "docs" / "examples"
 CALCULATOR = EXAMPLES / "own_agents" / "calculator.py"

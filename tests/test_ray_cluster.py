@@ -26,8 +26,8 @@ from pathlib import Path
 import pytest
 
 from lumos_gym.agents.oracle import OracleAgent
-from lumos_gym.leaderboard.evaluate import RunConfig, evaluate
-from lumos_gym.leaderboard.results import comparable
+from lumos_gym.evaluation.evaluate import RunConfig, evaluate
+from lumos_gym.evaluation.summary import comparable
 
 pytest.importorskip("ray")
 
@@ -234,7 +234,7 @@ def test_a_node_killed_mid_run_loses_no_episode_and_repeats_none(cluster, tmp_pa
 
 
 def test_a_cluster_that_refuses_the_token_says_how_to_give_one():
-    from lumos_gym.leaderboard.distributed import _token_hint  # the message alone, no cluster
+    from lumos_gym.evaluation.distributed import _token_hint  # the message alone, no cluster
 
     class AuthenticationError(Exception):
         """Ray's own, as ray.init wraps it (RuntimeError, then ConnectionError)."""

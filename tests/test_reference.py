@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from lumos_gym.errors import BackendError, EvaluationError
-from lumos_gym.leaderboard.backends import with_reference
+from lumos_gym.evaluation.backends import with_reference
 from lumos_gym.models.factory import ModelOptions, role_model
 from lumos_gym.training.config import TrainingError
 from lumos_gym.training.mixture import choose_ids, domain_of_id, write_subset

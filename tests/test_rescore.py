@@ -11,9 +11,9 @@ import pytest
 
 from lumos_gym.cli import main
 from lumos_gym.errors import EvaluationError
-from lumos_gym.leaderboard.evaluate import RunConfig, evaluate
-from lumos_gym.leaderboard.rescore import rescore_folder
-from lumos_gym.leaderboard.results import read_results
+from lumos_gym.evaluation.evaluate import RunConfig, evaluate
+from lumos_gym.evaluation.rescore import rescore_folder
+from lumos_gym.evaluation.results import read_results
 
 
 def _records(folder: Path) -> list[dict]:

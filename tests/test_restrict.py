@@ -10,11 +10,11 @@ import pytest
 
 from lumos_gym.cli import main
 from lumos_gym.errors import EvaluationError
-from lumos_gym.leaderboard.evaluate import RunConfig, evaluate
-from lumos_gym.leaderboard.plan import plan_env
+from lumos_gym.evaluation.evaluate import RunConfig, evaluate
+from lumos_gym.evaluation.plan import plan_env
+from lumos_gym.evaluation.restrict import restrict_folder
+from lumos_gym.evaluation.suites import get_suite, load_suite, suite_entries
 from lumos_gym.leaderboard.render import validate
-from lumos_gym.leaderboard.restrict import restrict_folder
-from lumos_gym.leaderboard.suites import get_suite, load_suite, suite_entries
 
 MATH = {"env": "lumos/MathWord-v0", "kwargs": {"split": "test", "levels": [1], "num_tasks": 3}}
 

@@ -10,8 +10,8 @@ import pytest
 
 from lumos_gym.cli import main
 from lumos_gym.errors import EvaluationError
-from lumos_gym.leaderboard.evaluate import RunConfig, evaluate
-from lumos_gym.leaderboard.folders import (
+from lumos_gym.evaluation.evaluate import RunConfig, evaluate
+from lumos_gym.evaluation.folders import (
     default_out,
     follow_latest,
     point_latest,

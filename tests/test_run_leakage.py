@@ -15,9 +15,10 @@ import gymnasium as gym
 from conftest import ScriptedBackend
 
 from lumos_gym.conversion.leakage import number_key
-from lumos_gym.leaderboard.evaluate import ModelOptions, RunConfig, evaluate
-from lumos_gym.leaderboard.provenance import local_path, portable_paths, run_leakage
-from lumos_gym.leaderboard.suites import SuiteEntry
+from lumos_gym.evaluation.evaluate import ModelOptions, RunConfig, evaluate
+from lumos_gym.evaluation.identity import local_path, portable_paths
+from lumos_gym.evaluation.provenance import run_leakage
+from lumos_gym.evaluation.suites import SuiteEntry
 
 LEVEL3 = {"split": "test", "levels": [3], "num_tasks": 2}
 ENTRIES = [SuiteEntry("lumos/MathWord-v0", LEVEL3)]

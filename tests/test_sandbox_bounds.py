@@ -25,7 +25,7 @@ from conftest import poll, processes_with_args
 
 from lumos_gym.actions import Action
 from lumos_gym.errors import SandboxError, ToolError
-from lumos_gym.leaderboard.evaluate import RunConfig, evaluate
+from lumos_gym.evaluation.evaluate import RunConfig, evaluate
 from lumos_gym.tools import sandbox
 from lumos_gym.tools.base import ToolContext
 from lumos_gym.tools.code import Code

@@ -27,7 +27,7 @@ from test_backend_openai import running  # noqa: E402
 from transformers import AutoModelForCausalLM  # noqa: E402
 
 from lumos_gym.cli import main  # noqa: E402
-from lumos_gym.leaderboard.evaluate import ModelOptions, RunConfig, evaluate  # noqa: E402
+from lumos_gym.evaluation.evaluate import ModelOptions, RunConfig, evaluate  # noqa: E402
 from lumos_gym.models.base import CANCELLED, GenerationRequest  # noqa: E402
 from lumos_gym.models.hf import HFBackend  # noqa: E402
 from lumos_gym.models.openai_backend import OpenAIBackend  # noqa: E402

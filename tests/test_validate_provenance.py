@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from lumos_gym.cli import main
-from lumos_gym.leaderboard.evaluate import RunConfig, evaluate
+from lumos_gym.evaluation.evaluate import RunConfig, evaluate
 from lumos_gym.leaderboard.render import scoring_passes, validate
 
 OTHER = "b" * 40

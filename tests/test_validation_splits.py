@@ -307,7 +307,7 @@ def test_alfworld_validation_games_share_no_game_with_the_test_games(tmp_path):
 
 def test_the_validation_suite_holds_the_compare_envs_at_their_validation_splits():
     from lumos_gym.cli.learn import check_splits, val_suite_envs
-    from lumos_gym.leaderboard.suites import get_suite
+    from lumos_gym.evaluation.suites import get_suite
 
     validation, compare = get_suite("validation"), get_suite("compare")
     assert validation.role == "validation"

@@ -20,9 +20,9 @@ import pytest
 from conftest import ScriptedBackend, browse, chromium
 
 from lumos_gym.cli import main
-from lumos_gym.leaderboard.evaluate import ModelOptions, RunConfig, evaluate
+from lumos_gym.evaluation.evaluate import ModelOptions, RunConfig, evaluate
+from lumos_gym.evaluation.results import read_results
 from lumos_gym.leaderboard.render import LeaderboardError
-from lumos_gym.leaderboard.results import read_results
 from lumos_gym.leaderboard.viewer import (
     change_kind,
     default_out,

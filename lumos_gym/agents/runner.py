@@ -44,7 +44,7 @@ import traceback
 import zlib
 from collections import deque
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import gymnasium as gym
@@ -53,6 +53,8 @@ from lumos_gym.agents.base import Act, Agent, Ask, EpisodeLogic, Note, StepOutco
 from lumos_gym.agents.tokens import compact_calls
 from lumos_gym.envs.base import observation_text
 from lumos_gym.envs.replay import step_env
+from lumos_gym.episodes import INFRA_ERROR, EpisodeRecord, EpisodeSpec
+from lumos_gym.episodes import STATUSES as STATUSES  # kept importable here
 from lumos_gym.errors import InfraError
 from lumos_gym.models.base import (
     Backend,
@@ -64,77 +66,6 @@ from lumos_gym.models.base import (
 )
 
 logger = logging.getLogger(__name__)
-
-#: The status of an episode that the machinery failed, not the agent (module docstring).
-INFRA_ERROR = "infra-error"
-
-#: The fixed taxonomy of episode statuses.
-STATUSES = (
-    "completed",
-    "invalid-action-limit",
-    "step-limit",
-    "context-limit",
-    "tool-error",
-    "agent-error",
-    "env-error",
-    INFRA_ERROR,
-)
-
-
-@dataclass(frozen=True)
-class EpisodeSpec:
-    """One episode to run: an env (id and constructor arguments), a task and a seed.
-
-    ``agent_info`` is added to the ``info`` of ``reset`` that the agent gets (never to the
-    env): gold data for agents that read it (``gold_plan`` for the counterfactual agents),
-    given by the run's plan; empty for every other agent.
-    """
-
-    env_id: str
-    task_id: str
-    env_kwargs: Mapping[str, Any] = field(default_factory=dict)
-    seed: int = 0
-    agent_info: Mapping[str, Any] = field(default_factory=dict)
-
-
-@dataclass
-class EpisodeRecord:
-    """Everything about one finished episode (one JSON line in a results file).
-
-    ``tokens`` holds, when the runner records tokens, the compact token entry of each module
-    call (:mod:`lumos_gym.agents.tokens`); it is not part of :meth:`to_dict` (results keep
-    it in a file of its own).
-    """
-
-    env_id: str
-    task_id: str
-    env_kwargs: dict[str, Any]
-    seed: int
-    agent: str
-    status: str
-    reason: str | None = None
-    reward: float = 0.0
-    metrics: dict[str, float] = field(default_factory=dict)
-    prediction: str | None = None
-    gold_answer: str | None = None
-    task: str = ""
-    steps: int = 0
-    invalid_actions: int = 0
-    tool_errors: int = 0
-    input_tokens: int = 0
-    output_tokens: int = 0
-    wall_s: float = 0.0
-    env_s: float = 0.0
-    tool_s: float = 0.0
-    model_s: float = 0.0
-    turns: list[dict[str, Any]] = field(default_factory=list)
-    tokens: list[dict[str, Any]] | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        """Return the record as plain JSON-ready data (``tokens`` left out)."""
-        data = asdict(self)
-        del data["tokens"]
-        return data
 
 
 def call_seed(seed: int, spec: EpisodeSpec, call: int) -> int:

@@ -10,8 +10,8 @@ from lumos_gym.conversion.leakage import check_leakage, eval_tasks, read_trainin
 from lumos_gym.conversion.pipeline import build_offline_data
 from lumos_gym.envs import datasets as data
 from lumos_gym.errors import LumosGymError
+from lumos_gym.evaluation.suites import suite_entries
 from lumos_gym.jsonl import write_json_atomic
-from lumos_gym.leaderboard.suites import suite_entries
 
 
 def add_data(sub: argparse._SubParsersAction) -> None:
@@ -98,7 +98,7 @@ def _leakage(args: argparse.Namespace) -> int:
 
 def _record(args: argparse.Namespace) -> int:
     """Write the leakage check of each results folder into its run.json (``--record``)."""
-    from lumos_gym.leaderboard.provenance import record_leakage  # the leaderboard: off --help
+    from lumos_gym.evaluation.provenance import record_leakage  # provenance (heavy): off --help
 
     if len(args.train) != 1:
         raise LumosGymError("--record checks against one data build: give --train DATA once")

@@ -24,8 +24,8 @@ from lumos_gym.cli.args import (
 )
 from lumos_gym.envs import load_plugins
 from lumos_gym.errors import AgentLoadError, ModelSpecError
-from lumos_gym.leaderboard.evaluate import EvaluationResult, RunConfig, evaluate
-from lumos_gym.leaderboard.results import format_table
+from lumos_gym.evaluation.evaluate import EvaluationResult, RunConfig, evaluate
+from lumos_gym.evaluation.summary import format_table
 from lumos_gym.models.factory import ModelOptions, check_backend_options, default_backend
 
 
@@ -294,7 +294,7 @@ def agent_config(args: argparse.Namespace) -> AgentConfig:
 def run_evaluate(
     args: argparse.Namespace, models: ModelOptions, config: AgentConfig
 ) -> EvaluationResult:
-    """The one call of :func:`~lumos_gym.leaderboard.evaluate.evaluate` for these flags."""
+    """The one call of :func:`~lumos_gym.evaluation.evaluate.evaluate` for these flags."""
     return evaluate(RunConfig(
         args.agent, envs=args.env, suite=args.suite, limit=args.limit,
         env_kwargs=parse_kwargs(args.kwarg), models=models, agent_config=config,

@@ -11,6 +11,9 @@ from typing import Any
 from lumos_gym.cli.args import add_format, print_json
 from lumos_gym.envs import load_plugins
 from lumos_gym.errors import LumosGymError
+from lumos_gym.evaluation.merge import merge_results
+from lumos_gym.evaluation.suites import Suite, get_suite, load_suites
+from lumos_gym.evaluation.summary import format_table
 from lumos_gym.jsonl import folder_problem
 from lumos_gym.leaderboard.render import (
     attach_reference,
@@ -20,8 +23,6 @@ from lumos_gym.leaderboard.render import (
     validate,
     write_board,
 )
-from lumos_gym.leaderboard.results import format_table, merge_results
-from lumos_gym.leaderboard.suites import Suite, get_suite, load_suites
 from lumos_gym.text import table
 
 

@@ -21,7 +21,7 @@ from lumos_gym.cli.args import (
 from lumos_gym.conversion.leakage import leakage_summary
 from lumos_gym.envs.registration import make_env, resolve_env_id
 from lumos_gym.errors import LumosGymError
-from lumos_gym.leaderboard.suites import get_suite
+from lumos_gym.evaluation.suites import get_suite
 from lumos_gym.models.factory import ModelOptions, default_backend
 from lumos_gym.workflows.improve import ImproveConfig, check_train_tasks, improve
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 
 from lumos_gym.envs import load_plugins
-from lumos_gym.leaderboard.rescore import print_report, rescore_folder
-from lumos_gym.leaderboard.restrict import main_lines
+from lumos_gym.evaluation.rescore import print_report, rescore_folder
+from lumos_gym.evaluation.restrict import main_lines
 
 
 def _folders_verb(

@@ -8,7 +8,7 @@ tails, an ``Output`` variable renamed to the next ``R<n>``: the ``ground-iterati
 
 The counterfactual agents (:mod:`lumos_gym.agents.counterfactual`) get it as
 ``info["gold_plan"]``, a list of ``{"subgoal": ..., "actions": ...}``; the run's plan
-(:func:`lumos_gym.leaderboard.plan.plan_env`) builds it once per task with :func:`gold_info`.
+(:func:`lumos_gym.evaluation.plan.plan_env`) builds it once per task with :func:`gold_info`.
 The env is not made privileged, so its tools (model-backed ``QA``, rankers) stay those of the
 agent the counterfactual stands in for, and the episode keys stay the same.
 """

@@ -3,7 +3,7 @@
 Every replay of given actions runs here: the oracle replay of ``lumos-gym check``
 (:func:`~lumos_gym.envs.checks.replay_gold`), the replay verification of annotations
 (:func:`~lumos_gym.conversion.verify.replay`), the replays of ``lumos-gym rescore``
-(:mod:`lumos_gym.leaderboard.rescore`) and the replays that make the records of the
+(:mod:`lumos_gym.evaluation.rescore`) and the replays that make the records of the
 ``QA`` tool's model (:mod:`lumos_gym.conversion.qa_tool`). :class:`Replay` resets the env to
 a task and plays action texts (:meth:`Replay.play`, or one at a time with :meth:`Replay.step`);
 its :class:`ReplayResult` keeps each step's observation, reward, end and ``info``, and gives

@@ -1,8 +1,10 @@
-"""Evaluation and the leaderboard, one job per module.
+"""Reading finished runs: the leaderboard, its checks, statistics and views.
 
-``suites`` (suite files), ``plan`` (the episodes of a run, shards), ``provenance`` (what made a
-run), ``backends`` (an agent's model backends), ``output`` (the episodes file a run appends
-to), ``evaluate`` (``RunConfig`` and ``evaluate``), ``distributed`` (Ray workers), ``results``
-(reading, summarising and merging results folders), ``stats`` (paired differences between
-runs) and ``render`` (the leaderboard).
+``render`` (the board: md, csv, html, png, ``--validate``, ``--compare``), ``stats`` (paired
+differences between runs), ``agreement`` (how alike two runs' outputs are), ``attribution``
+(failed episodes attributed to modules), ``claims`` (the paper's claims tested), ``cards``
+(training and seed cards), ``viewer`` (``lumos-gym view``) and ``agents`` (what a board reads
+of an agent by its name). Results folders are read through the light modules of
+:mod:`lumos_gym.evaluation` (``results``, ``summary``, ``suites``, ``identity``); reading,
+validating and rendering a board imports none of the run machinery.
 """

@@ -37,9 +37,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lumos_gym.agents.plugins import registered_agent
-from lumos_gym.errors import LumosGymError
-from lumos_gym.leaderboard.results import ResultsError, is_infra_error, read_results
+from lumos_gym.evaluation.results import ResultsError, is_infra_error, read_results
+from lumos_gym.leaderboard.agents import counterfactual_roles
 from lumos_gym.text import markdown_table
 
 #: The modules a failed episode is attributed to, in the order they are tried.
@@ -244,11 +243,10 @@ def counterfactual_kind(agent: str) -> tuple[str, str] | None:
 
     None for an agent that is not a counterfactual, or that this installation does not know.
     """
-    try:
-        cls = registered_agent(agent)
-    except LumosGymError:
+    roles = counterfactual_roles(agent)
+    if roles is None:
         return None
-    of, replaces = getattr(cls, "counterfactual_of", None), getattr(cls, "replaces", None)
+    of, replaces = roles
     if not of or replaces not in COUNTERFACTUALS:
         return None
     return str(of), COUNTERFACTUALS[replaces]

@@ -3,7 +3,7 @@
 A row's *card* (read from its ``run.json``) names the commit and backend that scored it, the
 code of an agent from outside lumos-gym (its module or file, with a checksum), the backend
 options given (``--model-args``) and, for each adapter, the training card that
-:mod:`lumos_gym.leaderboard.provenance` recorded: the base model, the recipe, the seed, the
+:mod:`lumos_gym.evaluation.provenance` recorded: the base model, the recipe, the seed, the
 optimizer steps and batch, and the training files with their checksums.
 
 Rows whose cards agree on everything but the seed (the same agent, base model, recipe, steps,

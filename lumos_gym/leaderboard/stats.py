@@ -4,9 +4,10 @@ Two runs of the same episodes are compared episode by episode. Episodes pair by 
 task and seed (:func:`pair_key`; the env's other arguments are left out, so the oracle's
 ``privileged`` episodes pair with everyone's); an episode present in one run only is counted
 apart and left out of every number, and so is one that ended in ``infra-error`` in either run
-(a backend or env server failed: it has no score, :func:`~.results.is_infra_error`). Pairs are
-sorted by key before anything is drawn, so every result depends only on the two sets of
-episodes, never on the order of their files.
+(a backend or env server failed: it has no score,
+:func:`~lumos_gym.evaluation.results.is_infra_error`). Pairs are sorted by key before
+anything is drawn, so every result depends only on the two sets of episodes, never on the
+order of their files.
 
 For one env (or one level of an env) with paired values ``a_i`` and ``b_i``:
 
@@ -46,13 +47,8 @@ from typing import Any
 
 import numpy as np
 
-from lumos_gym.leaderboard.results import (
-    Metric,
-    is_infra_error,
-    metric_values,
-    percentile_interval,
-    resampled_means,
-)
+from lumos_gym.evaluation.results import is_infra_error
+from lumos_gym.evaluation.summary import Metric, metric_values, percentile_interval, resampled_means
 
 #: Resamples of each paired bootstrap interval.
 PAIRED_RESAMPLES = 2000

@@ -42,11 +42,11 @@ from lumos_gym.conversion.leakage import (
     training_from_envs,
 )
 from lumos_gym.errors import LumosGymError
+from lumos_gym.evaluation.evaluate import RunConfig, evaluate
+from lumos_gym.evaluation.provenance import sampling_cost
+from lumos_gym.evaluation.results import episodes_path, read_episodes
+from lumos_gym.evaluation.suites import suite_entries
 from lumos_gym.jsonl import read_json_object, write_json_atomic
-from lumos_gym.leaderboard.evaluate import RunConfig, evaluate
-from lumos_gym.leaderboard.provenance import sampling_cost
-from lumos_gym.leaderboard.results import episodes_path, read_episodes
-from lumos_gym.leaderboard.suites import suite_entries
 from lumos_gym.models.factory import ModelOptions
 from lumos_gym.models.sources import adapter_base_name
 from lumos_gym.training import config_from_recipe, train

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import lumos_gym.training as training_package
 from lumos_gym.errors import LumosGymError
-from lumos_gym.leaderboard.suites import get_suite
+from lumos_gym.evaluation.suites import get_suite
 from lumos_gym.text import table
 from lumos_gym.training import config_from_recipe
 from lumos_gym.training.config import TrainConfig, TrainingError

@@ -41,10 +41,11 @@ from lumos_gym.conversion.leakage import (
 from lumos_gym.conversion.pipeline import build_offline_data
 from lumos_gym.databuild import MIXTURE_FILE, mixture_record, recorded_build
 from lumos_gym.envs.registration import families, fill_from_families
+from lumos_gym.evaluation.evaluate import RunConfig, evaluate
+from lumos_gym.evaluation.plan import task_group
+from lumos_gym.evaluation.results import is_infra_error
+from lumos_gym.evaluation.summary import mean_se
 from lumos_gym.jsonl import write_json_atomic
-from lumos_gym.leaderboard.evaluate import RunConfig, evaluate
-from lumos_gym.leaderboard.plan import task_group
-from lumos_gym.leaderboard.results import is_infra_error, mean_se
 from lumos_gym.models.factory import ModelOptions
 from lumos_gym.models.reference import REFERENCE_AGENTS
 from lumos_gym.tools import qa as qa_tool

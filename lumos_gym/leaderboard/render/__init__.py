@@ -7,9 +7,9 @@ folders whose ``run.json`` holds the same configuration fingerprint (agent and m
 same adapter weights are one run, named after the folder they share. Each run is a row; each env
 a column holding the env's primary metric, ``mean [low, high]`` with the 95% bootstrap interval
 of ``summary.json`` (recomputed from ``episodes.jsonl`` with
-:func:`lumos_gym.leaderboard.results.summarize` when the summary lacks it: older summaries,
+:func:`lumos_gym.evaluation.summary.summarize` when the summary lacks it: older summaries,
 several folders of one run, a corrupt summary). Runs are ranked by their suite score
-(:mod:`lumos_gym.leaderboard.results`); a run that covers fewer of the table's envs ranks after
+(:mod:`lumos_gym.evaluation.summary`); a run that covers fewer of the table's envs ranks after
 the runs that cover more, as its score is a mean over other envs.
 
 The Lumos paper's reported numbers (``leaderboard/reported.json``, transcribed from the paper's
@@ -38,7 +38,7 @@ one seed's run stands for its group. :func:`render_comparison` writes the full p
 two rows (``--compare A B``).
 
 Failures of the machinery: a row with episodes that ended in ``infra-error`` (a backend or env
-server failed, not the agent; :func:`~lumos_gym.leaderboard.results.is_infra_error`) has them
+server failed, not the agent; :func:`~lumos_gym.evaluation.results.is_infra_error`) has them
 left out of its means and paired differences, carries :data:`INFRA_MARK` after its name, and a
 note under the table names their count per env; :func:`validate` refuses its folder unless
 ``allow_infra_errors``. A board without such a row renders as it always did.

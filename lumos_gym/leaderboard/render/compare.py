@@ -16,6 +16,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from lumos_gym.evaluation.summary import env_kind, metrics_for
 from lumos_gym.leaderboard.agreement import AGREEMENT_NOTE, agreement, agreement_rows
 from lumos_gym.leaderboard.cards import training_seeds
 from lumos_gym.leaderboard.render.rows import (
@@ -30,7 +31,6 @@ from lumos_gym.leaderboard.render.rows import (
     entry_records,
     short_env,
 )
-from lumos_gym.leaderboard.results import env_kind, metrics_for
 from lumos_gym.leaderboard.stats import (
     Comparison,
     PairedDiff,

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from urllib.parse import quote
 
+from lumos_gym.evaluation.summary import SCORE_RULE
 from lumos_gym.leaderboard.attribution import ATTRIBUTION_NOTE, TABLE_HEADERS, table_rows
 from lumos_gym.leaderboard.cards import cards_markdown, seed_text
 from lumos_gym.leaderboard.render.compare import _paired_cells, _paired_note, _tested_text
@@ -41,7 +42,6 @@ from lumos_gym.leaderboard.render.sections import (
     seed_rows_markdown,
 )
 from lumos_gym.leaderboard.render.trajectories import _run_slugs, _write_viewers
-from lumos_gym.leaderboard.results import SCORE_RULE
 
 
 def render_html(board: Board, out: Path, *, trajectories: bool = True) -> list[Path]:

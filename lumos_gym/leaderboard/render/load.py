@@ -16,9 +16,11 @@ from pathlib import Path
 from typing import Any
 
 from lumos_gym.errors import EvaluationError
+from lumos_gym.evaluation.folders import follow_latest, is_latest_link
+from lumos_gym.evaluation.results import ResultsError, episodes_path, read_results
+from lumos_gym.evaluation.suites import get_suite
 from lumos_gym.leaderboard.attribution import board_attributions
 from lumos_gym.leaderboard.cards import group_names, role_cards, seed_groups
-from lumos_gym.leaderboard.folders import follow_latest, is_latest_link
 from lumos_gym.leaderboard.render.rows import (
     Board,
     Entry,
@@ -32,9 +34,7 @@ from lumos_gym.leaderboard.render.rows import (
     seed_row,
     short_env,
 )
-from lumos_gym.leaderboard.results import ResultsError, episodes_path, read_results
 from lumos_gym.leaderboard.stats import pair_key
-from lumos_gym.leaderboard.suites import get_suite
 
 _RESULT_FILES = ("episodes.jsonl", "episodes.jsonl.gz", "summary.json", "run.json")
 

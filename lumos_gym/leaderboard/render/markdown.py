@@ -7,6 +7,7 @@ the training cards.
 
 from __future__ import annotations
 
+from lumos_gym.evaluation.summary import SCORE_RULE
 from lumos_gym.leaderboard.cards import cards_markdown
 from lumos_gym.leaderboard.render.compare import paired_markdown
 from lumos_gym.leaderboard.render.rows import (
@@ -23,7 +24,6 @@ from lumos_gym.leaderboard.render.sections import (
     infra_markdown,
     seed_rows_markdown,
 )
-from lumos_gym.leaderboard.results import SCORE_RULE
 from lumos_gym.text import markdown_table
 
 

@@ -18,17 +18,13 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from lumos_gym.agents.plugins import reads_gold_answers
 from lumos_gym.errors import LumosGymError
+from lumos_gym.evaluation.identity import adapter_weights
+from lumos_gym.evaluation.results import is_infra_error
+from lumos_gym.evaluation.summary import SUMMARY_FORMAT, suite_mean_se, summarize
+from lumos_gym.leaderboard.agents import reads_gold_answers
 from lumos_gym.leaderboard.attribution import Attribution, counterfactual_kind
 from lumos_gym.leaderboard.cards import budget_text, seed_text, training_seeds
-from lumos_gym.leaderboard.provenance import adapter_weights
-from lumos_gym.leaderboard.results import (
-    SUMMARY_FORMAT,
-    is_infra_error,
-    suite_mean_se,
-    summarize,
-)
 from lumos_gym.leaderboard.stats import (
     Comparison,
     SeedMatrix,
@@ -71,7 +67,7 @@ class ResultsDir:
         path: the folder.
         run: its run.json.
         records: its valid episode records (read by
-            :func:`lumos_gym.leaderboard.results.read_results`).
+            :func:`lumos_gym.evaluation.results.read_results`).
         summary: its summary.json, or None when missing or unreadable.
         problems: what was wrong (bad lines, an unreadable summary), each naming the file.
     """

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from lumos_gym.agents.plugins import agent_can_act
+from lumos_gym.leaderboard.agents import agent_can_act
 from lumos_gym.leaderboard.attribution import ATTRIBUTION_NOTE, TABLE_HEADERS, table_rows
 from lumos_gym.leaderboard.cards import Spread, seeds_markdown, training_seeds
 from lumos_gym.leaderboard.claims import CLAIMS, claims_markdown, trained_families

@@ -13,21 +13,19 @@ from typing import Any
 
 from lumos_gym import __version__
 from lumos_gym.errors import EvaluationError, LumosGymError
-from lumos_gym.leaderboard.plan import plan_env, spec_key
-from lumos_gym.leaderboard.render.load import _read_json, find_results_dirs
-from lumos_gym.leaderboard.render.rows import LeaderboardError, _reads_gold
-from lumos_gym.leaderboard.results import (
-    SUMMARY_FORMAT,
-    comparable,
+from lumos_gym.evaluation.plan import plan_env, spec_key
+from lumos_gym.evaluation.results import (
     differences,
     episodes_path,
     infra_errors,
     is_infra_error,
     keys_sha256,
     read_results,
-    summarize,
 )
-from lumos_gym.leaderboard.suites import get_suite, suite_entries
+from lumos_gym.evaluation.suites import get_suite, suite_entries
+from lumos_gym.evaluation.summary import SUMMARY_FORMAT, comparable, summarize
+from lumos_gym.leaderboard.render.load import _read_json, find_results_dirs
+from lumos_gym.leaderboard.render.rows import LeaderboardError, _reads_gold
 
 #: run.json keys every submission must have (their values may be null, e.g. git outside a
 #: checkout); see docs/agents.md, "Provenance".

@@ -26,19 +26,13 @@ from typing import Any
 
 from lumos_gym.agents.plugins import reads_gold_answers
 from lumos_gym.errors import EvaluationError
+from lumos_gym.evaluation.plan import plan_episodes
+from lumos_gym.evaluation.rescore import write_episodes
+from lumos_gym.evaluation.results import ResultsError, episodes_path, read_episodes, read_results
+from lumos_gym.evaluation.suites import get_suite, suite_entries
+from lumos_gym.evaluation.summary import provenance_for_summary, summarize
+from lumos_gym.gitinfo import git_provenance
 from lumos_gym.jsonl import write_json_atomic
-from lumos_gym.leaderboard.plan import plan_episodes
-from lumos_gym.leaderboard.provenance import git_provenance
-from lumos_gym.leaderboard.rescore import write_episodes
-from lumos_gym.leaderboard.results import (
-    ResultsError,
-    episodes_path,
-    provenance_for_summary,
-    read_episodes,
-    read_results,
-    summarize,
-)
-from lumos_gym.leaderboard.suites import get_suite, suite_entries
 
 __all__ = ["RestrictReport", "restrict_folder"]
 

@@ -4,6 +4,12 @@
 provenance; :func:`plan_episodes` does so for every entry of a run, keys each episode
 (:func:`spec_key`) and selects one shard of them (:func:`shard_keys`: round-robin over the
 sorted keys).
+
+Planning builds envs, and takes the tasks a test suite leaves out and the gold plans of the
+counterfactual agents from the conversion layer. The leaderboard imports this module to plan a
+suite again for ``--validate --suite``; so that reading a board otherwise imports no
+conversion, agent or training code, the functions that need that code (and the collecting of
+provenance) import it themselves.
 """
 
 from __future__ import annotations
@@ -15,14 +21,11 @@ from typing import Any
 
 import gymnasium as gym
 
-from lumos_gym.agents.runner import EpisodeSpec
-from lumos_gym.conversion.gold import gold_info
-from lumos_gym.conversion.leakage import excluded_ids
 from lumos_gym.envs.registration import make_env
+from lumos_gym.episodes import EpisodeSpec
 from lumos_gym.errors import EvaluationError, LumosGymError
-from lumos_gym.leaderboard.provenance import data_provenance
-from lumos_gym.leaderboard.results import ResultsError, episode_key, keys_sha256
-from lumos_gym.leaderboard.suites import SuiteEntry
+from lumos_gym.evaluation.results import ResultsError, episode_key, keys_sha256
+from lumos_gym.evaluation.suites import SuiteEntry
 
 #: The task meta keys that name a task's group when it has no level, in order of preference.
 GROUP_KEYS = ("family", "task_type", "kind", "subdomain")
@@ -124,12 +127,19 @@ def excluded_tasks(entry: SuiteEntry, task_ids: Iterable[str]) -> list[str]:
     """
     if not entry.excluded:
         return []
+    # the conversion layer (its rules and pipeline: heavy), only for a suite that excludes
+    # another's tasks (module docstring)
+    from lumos_gym.conversion.leakage import excluded_ids
+
     ids = excluded_ids(entry.excluded)
     return [t for t in task_ids if t in ids]
 
 
 def _gold_infos(unwrapped: Any, task_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
     """Task id → the gold plan of each of ``task_ids`` (tasks of the built env ``unwrapped``)."""
+    # the conversion layer (heavy), only for the counterfactual agents' runs
+    from lumos_gym.conversion.gold import gold_info
+
     tasks = {task.id: task for task in getattr(unwrapped, "tasks", ())}
     dataset = getattr(unwrapped, "dataset", None)
     return {t: gold_info(tasks[t], dataset) if t in tasks else
@@ -141,6 +151,9 @@ def _env_provenance(
     entry: SuiteEntry, env: gym.Env, kwargs: Mapping[str, Any], available: int
 ) -> dict[str, Any]:
     """What ``run.json`` records of one built env: its id, version, kind and data."""
+    # provenance imports the agents, conversion and training layers: only when planning
+    from lumos_gym.evaluation.provenance import data_provenance
+
     unwrapped = env.unwrapped
     spec = env.spec
     provenance = {

@@ -6,7 +6,7 @@ in its own module: the suite (:mod:`.suites`), the episodes and the shard
 (:mod:`.distributed`), the batched :class:`~lumos_gym.agents.runner.Runner`, each finished
 episode appended to ``episodes.jsonl`` (:class:`.output.ResultsFile`: one JSON line, flushed
 and fsynced, so a killed run loses nothing and resumes where it stopped), then the summary
-(:func:`.results.summarize`: metrics per task type with standard errors and bootstrap
+(:func:`.summary.summarize`: metrics per task type with standard errors and bootstrap
 intervals, the suite score) written atomically into ``summary.json``. ``run.json`` and
 ``summary.json`` carry the provenance (:mod:`.provenance`), and the model calls the run sent,
 their tokens, and what the request cache answered (:mod:`.usage`).
@@ -27,10 +27,9 @@ from lumos_gym.agents.base import Agent, AgentConfig
 from lumos_gym.agents.runner import EpisodeRecord, EpisodeSpec, Runner
 from lumos_gym.agents.tokens import TOKENS_FILE
 from lumos_gym.errors import EvaluationError
-from lumos_gym.jsonl import folder_problem, write_json_atomic
-from lumos_gym.leaderboard.backends import agent_backends
-from lumos_gym.leaderboard.distributed import RayPool
-from lumos_gym.leaderboard.folders import (
+from lumos_gym.evaluation.backends import agent_backends
+from lumos_gym.evaluation.distributed import RayPool
+from lumos_gym.evaluation.folders import (
     LATEST,
     RESULTS_ROOT,
     default_out,
@@ -38,36 +37,29 @@ from lumos_gym.leaderboard.folders import (
     point_latest,
     run_label,
 )
-from lumos_gym.leaderboard.output import (
+from lumos_gym.evaluation.identity import adapter_weights, fingerprint
+from lumos_gym.evaluation.output import (
     ResultsFile,
     TokensFile,
     check_existing,
     check_resumable,
 )
-from lumos_gym.leaderboard.plan import EpisodePlan, parse_shard, plan_episodes
-from lumos_gym.leaderboard.provenance import (
-    adapter_weights,
-    fingerprint,
-    model_args,
-    provenance,
-    run_leakage,
-)
-from lumos_gym.leaderboard.results import (  # noqa: F401  (mean_se: workflows.reproduce's)
-    episode_key,
-    episodes_path,
-    is_infra_error,
-    mean_se,
-    provenance_for_summary,
-    summarize,
-)
-from lumos_gym.leaderboard.suites import (  # noqa: F401  (load_suites: the cli's suites verb)
+from lumos_gym.evaluation.plan import EpisodePlan, parse_shard, plan_episodes
+from lumos_gym.evaluation.provenance import model_args, provenance, run_leakage
+from lumos_gym.evaluation.results import episode_key, episodes_path, is_infra_error
+from lumos_gym.evaluation.suites import (  # noqa: F401  (load_suites: the cli's suites verb)
     DEFAULT_SUITE,
     Suite,
     get_suite,
     load_suites,
     suite_entries,
 )
-from lumos_gym.leaderboard.usage import (
+from lumos_gym.evaluation.summary import (  # noqa: F401  (mean_se: workflows.reproduce's)
+    mean_se,
+    provenance_for_summary,
+    summarize,
+)
+from lumos_gym.evaluation.usage import (
     check_prices,
     counted_backends,
     open_cache,
@@ -75,6 +67,7 @@ from lumos_gym.leaderboard.usage import (
     usage_blocks,
     usage_line,
 )
+from lumos_gym.jsonl import folder_problem, write_json_atomic
 from lumos_gym.models.base import Backend
 from lumos_gym.models.caching import Usage
 from lumos_gym.models.factory import BackendSet, ModelOptions
@@ -101,7 +94,7 @@ class RunConfig:
         seed: the seed of every episode (default: the suite's seeds, else 0).
         shard: ``(i, n)`` or ``"i/n"``: run only shard i of n (:func:`.plan.shard_keys`:
             round-robin over the sorted episode keys); merge the shards' folders with
-            :func:`.results.merge_results`.
+            :func:`.merge.merge_results`.
         out: the results folder; by default a new one per run,
             ``results/<agent>-<suite or envs>-<YYYYmmdd-HHMMSS>``, which ``results/latest`` then
             names (:mod:`.folders`).
@@ -110,7 +103,7 @@ class RunConfig:
             dropped from the file first; the configuration must match); with no ``out``, the
             run that ``results/latest`` names, if any. Without it, a folder holding episodes
             is refused.
-        ray: run the episodes on Ray actors (:mod:`lumos_gym.leaderboard.distributed`):
+        ray: run the episodes on Ray actors (:mod:`lumos_gym.evaluation.distributed`):
             ``True`` or ``"local"`` for this machine's Ray, else a cluster address (``auto``,
             ``ray://host:10001``).
         workers: Ray actors (default: one per CPU of the cluster, or per ``worker_gpus``).
@@ -215,7 +208,7 @@ def evaluate(config: RunConfig) -> EvaluationResult:
     """Run ``config.agent`` on the episodes of its envs or suite; write the results to its out.
 
     The episodes ``out`` already holds are not run again (with ``resume``), except those that
-    ended in ``infra-error`` (:func:`~lumos_gym.leaderboard.results.is_infra_error`: a backend
+    ended in ``infra-error`` (:func:`~lumos_gym.evaluation.results.is_infra_error`: a backend
     or env server failed), which are dropped from the file and played again; the summary
     covers every episode of the run (of its shard) that the folder then holds. When the
     episodes have run (or stopped on an error), ``run.json`` gets this session's model calls

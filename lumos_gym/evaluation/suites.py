@@ -1,9 +1,9 @@
-"""Suites: named sets of envs to evaluate on, each a JSON file in ``leaderboard/suites``.
+"""Suites: named sets of envs to evaluate on, each a JSON file in ``evaluation/suites``.
 
 A suite file names its envs (with constructor arguments, task ids, limits, step limits and
 seeds); :func:`load_suite` reads and checks one, :func:`get_suite` finds one by name or path,
 and :func:`suite_entries` turns a suite (or env ids given one by one) into the entries a run
-plans (:mod:`lumos_gym.leaderboard.plan`).
+plans (:mod:`lumos_gym.evaluation.plan`).
 """
 
 from __future__ import annotations
@@ -177,14 +177,14 @@ def _suite_files(folder: str | Path | None = None) -> Iterator[tuple[str, Path]]
         for path in sorted(Path(folder).glob("*.json")):
             yield str(path), path
         return
-    shipped = resources.files("lumos_gym.leaderboard").joinpath("suites")
+    shipped = resources.files("lumos_gym.evaluation").joinpath("suites")
     for item in sorted(shipped.iterdir(), key=lambda p: p.name):
         if item.name.endswith(".json"):
-            yield f"lumos_gym/leaderboard/suites/{item.name}", Path(str(item))
+            yield f"lumos_gym/evaluation/suites/{item.name}", Path(str(item))
 
 
 def load_suites(folder: str | Path | None = None) -> tuple[dict[str, Suite], dict[str, str]]:
-    """Load every suite file of ``folder`` (default: the package's ``leaderboard/suites``).
+    """Load every suite file of ``folder`` (default: the package's ``evaluation/suites``).
 
     Returns:
         ``(suites, errors)``: name (and alias) → suite, and file → error message for each
@@ -249,7 +249,7 @@ class _SuiteTable(Mapping):
         return len(load_suites()[0])
 
 
-#: Suite name → its entries (read from ``lumos_gym/leaderboard/suites/*.json``).
+#: Suite name → its entries (read from ``lumos_gym/evaluation/suites/*.json``).
 SUITES: Mapping[str, tuple[SuiteEntry, ...]] = _SuiteTable()
 
 

@@ -5,10 +5,11 @@ outside lumos-gym, its module or file with a checksum), each role's model and ad
 checksums and the card of their training), decoding, the machine, the sandbox's isolation level
 (``sandbox``) and the library versions;
 :func:`model_args` the backend options, secrets hidden;
-:func:`data_provenance` where each env's tasks come from, with checksums; :func:`fingerprint`
-what must match for a run to resume another. :func:`portable_paths` writes this machine's
-paths so that they travel between checkouts (:func:`local_path` reads one back).
+:func:`data_provenance` where each env's tasks come from, with checksums;
+:func:`training_card` how an adapter was trained.
 :func:`run_leakage` checks a run's test tasks against the files its adapters were trained on.
+What identifies a run (its fingerprint, the adapter weights) and the paths written to travel
+are in :mod:`lumos_gym.evaluation.identity`, which reading a board needs without this module.
 """
 
 from __future__ import annotations
@@ -26,7 +27,6 @@ from typing import Any
 
 import gymnasium as gym
 
-import lumos_gym
 from lumos_gym import __version__
 from lumos_gym.agents.base import Agent
 from lumos_gym.agents.lumos import DATASET_ROUNDS, LUMOS_ROUNDS
@@ -41,51 +41,15 @@ from lumos_gym.conversion.leakage import (
 from lumos_gym.databuild import recorded_build
 from lumos_gym.envs.sources import file_sha256, tasks_sha256
 from lumos_gym.errors import LumosGymError
+from lumos_gym.evaluation.identity import local_path, portable_paths
+from lumos_gym.evaluation.suites import suite_entries
 from lumos_gym.gitinfo import git_provenance
-from lumos_gym.jsonl import cache_root, read_json_object, write_json_atomic
-from lumos_gym.leaderboard.suites import suite_entries
+from lumos_gym.jsonl import read_json_object, write_json_atomic
 from lumos_gym.models.base import Backend
 from lumos_gym.tools import sandbox
 from lumos_gym.training.grpo import REPORT_FILE as GRPO_REPORT
 from lumos_gym.training.grpo import checkpoint_report
 from lumos_gym.training.trainer import REPORT_FILE
-
-
-def portable_paths(value: Any) -> Any:
-    """``value`` (JSON-like) with this machine's paths written so that they travel.
-
-    A path inside the installed package becomes ``<lumos_gym>/...`` (the shipped reference
-    adapters), one inside the cache ``<cache>/...`` (the converted default model), one inside
-    the home folder ``~/...``; other strings are kept. Results folders then carry no machine
-    path of these kinds, and a run resumes from another checkout of the same code.
-    """
-    roots = [(str(Path(lumos_gym.__file__).resolve().parent), "<lumos_gym>"),
-             (str(cache_root().resolve()), "<cache>"),
-             (str(Path("~").expanduser().resolve()), "~")]
-
-    def convert(item: Any) -> Any:
-        if isinstance(item, dict):  # keys too: adapter checksums are keyed by folder
-            return {convert(k): convert(v) for k, v in item.items()}
-        if isinstance(item, list):
-            return [convert(v) for v in item]
-        if isinstance(item, str) and item.startswith(os.sep):
-            for root, name in roots:
-                if item == root or item.startswith(root + os.sep):
-                    return name + item[len(root):]
-        return item
-
-    return convert(value)
-
-
-def local_path(text: str) -> Path:
-    """A path that :func:`portable_paths` wrote, as a path on this machine."""
-    for name, root in (("<lumos_gym>", lambda: Path(lumos_gym.__file__).resolve().parent),
-                       ("<cache>", lambda: cache_root().resolve()),
-                       ("~", lambda: Path("~").expanduser().resolve())):
-        if text == name or text.startswith(name + "/"):
-            return root() / text[len(name) + 1:]
-    return Path(text)
-
 
 #: Words in a backend option's name that mark a secret, which ``run.json`` never holds.
 SECRET_WORDS = ("key", "token", "secret", "password")
@@ -102,53 +66,6 @@ def model_args(options: Mapping[str, Any]) -> dict[str, Any]:
         secret = any(word in key.lower() for word in SECRET_WORDS) and not key.endswith("_env")
         shown[key] = "<hidden>" if secret else value
     return portable_paths(json.loads(json.dumps(shown, default=str)))
-
-
-def numerics(details: Mapping[str, Any]) -> str | None:
-    """Return how a backend's numbers differ from fp32 (its dtype, int8 weights), else None.
-
-    Part of the fingerprint only when set, so runs in fp32 keep the fingerprint they had
-    before it was added: an fp32 folder refuses to be resumed in bf16 or with int8 weights.
-    """
-    parts = []
-    dtype = details.get("dtype")
-    if dtype and str(dtype) != "float32":
-        parts.append(str(dtype))
-    weights = details.get("weights")
-    if weights and str(weights) != "f32":
-        parts.append(f"{weights} weights")
-    return ", ".join(parts) or None
-
-
-def fingerprint(agent: Agent, backends: Mapping[str, Backend]) -> dict[str, Any]:
-    """Return what must match for a run to resume another: the agent and each role's model.
-
-    Each role's model is ``[backend, model id, adapter]``, and its :func:`numerics` after them
-    where they are not fp32.
-    """
-    models = {}
-    for role, backend in sorted(backends.items()):
-        info = backend.info()
-        models[role] = [info.backend, info.model_id, info.details.get("adapter")]
-        if (numbers := numerics(info.details)) is not None:
-            models[role].append(numbers)
-    return portable_paths(
-        json.loads(json.dumps({"agent": agent.describe(), "models": models}, default=str))
-    )
-
-
-def adapter_weights(run: Mapping[str, Any]) -> dict[str, list[str]]:
-    """Role → the SHA-256s of the adapter weights its backend loaded, from ``run["adapters"]``.
-
-    The folders are left out: the same weights moved elsewhere are the same configuration, and
-    other weights under the same adapter name (a retrained adapter, another training seed) are
-    another one. The fingerprint names adapters, not their weights, so this goes beside it.
-    """
-    out: dict[str, list[str]] = {}
-    for role, folders in sorted(dict(run.get("adapters") or {}).items()):
-        if isinstance(folders, Mapping) and folders:
-            out[str(role)] = sorted(str(sha) for sha in folders.values())
-    return out
 
 
 def _file_digest(path: Path) -> str | None:

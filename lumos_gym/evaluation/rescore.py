@@ -37,17 +37,16 @@ from typing import Any
 from lumos_gym.envs.registration import make_env
 from lumos_gym.envs.replay import Replay
 from lumos_gym.errors import EvaluationError
-from lumos_gym.jsonl import write_json_atomic
-from lumos_gym.leaderboard.provenance import git_provenance
-from lumos_gym.leaderboard.results import (
+from lumos_gym.evaluation.results import (
     ResultsError,
     env_key,
     episodes_path,
-    provenance_for_summary,
     read_episodes,
     read_results,
-    summarize,
 )
+from lumos_gym.evaluation.summary import provenance_for_summary, summarize
+from lumos_gym.gitinfo import git_provenance
+from lumos_gym.jsonl import write_json_atomic
 
 __all__ = ["EnvRescore", "RescoreReport", "rescore_folder", "write_episodes"]
 

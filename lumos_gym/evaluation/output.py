@@ -19,16 +19,16 @@ from typing import Any
 from lumos_gym import __version__
 from lumos_gym.agents.base import Agent
 from lumos_gym.errors import EvaluationError
+from lumos_gym.evaluation.identity import adapter_weights, portable_paths
+from lumos_gym.evaluation.results import ResultsError, differences, env_key, read_episodes
 from lumos_gym.jsonl import append_jsonl, atomic_writer, drop_partial_line
-from lumos_gym.leaderboard.provenance import adapter_weights, portable_paths
-from lumos_gym.leaderboard.results import ResultsError, differences, env_key, read_episodes
 
 
 class ResultsFile:
     """An append-only JSONL file of episode records that survives a kill.
 
     Each record is one line, flushed and fsynced. On opening, a torn last line is cut off and
-    the complete lines are read back (:func:`~lumos_gym.leaderboard.results.read_episodes`,
+    the complete lines are read back (:func:`~lumos_gym.evaluation.results.read_episodes`,
     strictly: their keys, recomputed from each record's env, arguments, task and seed, say
     which episodes are done); any other unreadable line is an error, never silently dropped.
     """
@@ -149,7 +149,7 @@ def check_resumable(
 ) -> None:
     """Refuse to append to results made with another agent, model configuration or shard.
 
-    ``adapters`` (:func:`~lumos_gym.leaderboard.provenance.adapter_weights` of this run) is
+    ``adapters`` (:func:`~lumos_gym.evaluation.identity.adapter_weights` of this run) is
     compared with the recorded run's where both name adapter weights: a retrained adapter under
     the same name is another configuration. ``envs`` (this run's env provenance) is compared
     env by env with the recorded one: an env with the same arguments whose tasks' checksum

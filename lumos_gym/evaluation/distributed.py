@@ -39,10 +39,11 @@ from lumos_gym.agents.base import FILE_MODULE_PREFIX, Agent
 from lumos_gym.agents.runner import EpisodeRecord, EpisodeSpec, Runner, _Progress
 from lumos_gym.envs import load_plugins
 from lumos_gym.errors import LumosGymError
-from lumos_gym.leaderboard.backends import agent_backends
-from lumos_gym.leaderboard.provenance import fingerprint, provenance
-from lumos_gym.leaderboard.results import episode_key
-from lumos_gym.leaderboard.usage import (
+from lumos_gym.evaluation.backends import agent_backends
+from lumos_gym.evaluation.identity import fingerprint
+from lumos_gym.evaluation.provenance import provenance
+from lumos_gym.evaluation.results import episode_key
+from lumos_gym.evaluation.usage import (
     add_usage,
     counted_backends,
     open_cache,
