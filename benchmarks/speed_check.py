@@ -67,9 +67,9 @@ import rollout  # benchmarks/rollout.py: this script's folder is on sys.path
 import torch
 
 from lumos_gym.cli import main as cli_main
+from lumos_gym.evaluation.plan import episode_specs
+from lumos_gym.evaluation.suites import SuiteEntry
 from lumos_gym.jsonl import cache_root
-from lumos_gym.leaderboard.plan import episode_specs
-from lumos_gym.leaderboard.suites import SuiteEntry
 from lumos_gym.models.factory import default_backend
 
 MODEL = "smollm2-135m"
