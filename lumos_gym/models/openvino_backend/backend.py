@@ -1,73 +1,26 @@
-"""The ``openvino`` backend: a causal LM run by OpenVINO GenAI on the CPU (the ``openvino`` extra).
+"""The ``openvino`` backend's class, :class:`OpenVINOBackend`, its adapter views and sessions.
 
-:class:`OpenVINOBackend` takes the same model names as the ``hf`` backend (a local folder, a hub
-id, the alias ``smollm2-135m``, a LoRA output folder) and the same adapters. A model is exported
-once to an OpenVINO folder (:mod:`lumos_gym.models.openvino_export`) cached under
-``<cache>/models/openvino/``, keyed by the SHA-256 of the base weights (for an alias, of its GGUF
-file), of the adapters' weights and config and of the export format: a retrained adapter gets a
-new export, an unchanged one is loaded (a few seconds) without torch doing any work.
-
-How adapters are exported (``adapter_mode``):
-
-* ``"routed"``: one export holds the base weights and every adapter unmerged, and each request
-  picks its adapter through its token ids, so one pipeline batches the requests of all the
-  adapters together (a Lumos planner and grounder share each step). The default when two or more
-  adapters are loaded and ``batch_size`` is above 1;
-* ``"merged"``: each adapter is merged into the weights of its own export, run by its own
-  pipeline. The default for one adapter or batch 1, where it skips the LoRA matmuls.
-
-The runtime is OpenVINO GenAI's continuous-batching pipeline, driven a step at a time from
-here: the pipeline keeps up to ``batch_size`` sequences decoding and fills a finished one's
-place with the next request, prompts are prefilled in chunks of up to ``max_batched_tokens``
-tokens, and prompt prefixes seen before are read from its paged key/value cache
-(``prefix_cache``). A :meth:`OpenVINOBackend.open_session` session's submitted request joins
-the running batch at once, even while others decode, and comes back as soon as it ends (the
-rollout runner's continuous batching); a ``generate`` call is a session of its own that waits
-for all of its requests.
-
-Requests are tokenized and completions decoded here with the model's transformers tokenizer,
-exactly as the ``hf`` backend does (raw prompts without special tokens, chat messages through
-the chat template, a trailing ``</s>`` dropped), and stop strings are matched on that text
-after each step; OpenVINO only sees token ids (its own stop-string matching was seen to hang),
-shifted by their role for a routed export and shifted back here.
-
-By default the weights, the activations and the cache stay in fp32 (``precision="f32"``), so
-that greedy outputs follow the ``hf`` backend's up to floating-point rounding (a merged adapter
-and a different order of sums can still flip a near tie); ``precision="bf16"`` runs the matmuls
-in bf16 where the CPU has them (AMX), faster, with more outputs that differ. ``weights="int8"``
-stores the large matmul weights in int8 (one scale per output channel, the activations still
-fp32; :func:`~lumos_gym.models.openvino_export.compress_weights`): a quarter of the bytes each
-decode step streams, with outputs that can differ (docs/speed.md measures how many).
+A session (:class:`_Session`) adds its requests to the running batch of a pipeline, steps it,
+and stops a request at its stop strings.
 """
 
 from __future__ import annotations
 
-import hashlib
 import itertools
-import json
 import logging
 import os
-import re
-import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-try:
-    import numpy as np
-    import openvino as ov
-    import openvino_genai
-    from jinja2 import TemplateError
-    from transformers import AutoConfig, GenerationConfig
-except ImportError as e:  # pragma: no cover - depends on the installed extras
-    raise ImportError(
-        "the 'openvino' backend needs openvino-genai; install it with:"
-        " pip install 'lumos-gym[openvino]'"
-    ) from e
+import numpy as np
+import openvino as ov
+import openvino_genai
+from jinja2 import TemplateError
+from transformers import AutoConfig, GenerationConfig
 
 from lumos_gym.errors import BackendError
-from lumos_gym.jsonl import cache_root
 from lumos_gym.models.base import (
     Backend,
     BackendInfo,
@@ -82,311 +35,27 @@ from lumos_gym.models.hf import (
     DEFAULT_ADAPTER,
     _named_adapters,
     ensure_alias_cache,
-    find_alias_gguf,
     load_tokenizer,
     resolve_model,
     split_model_name,
     trim_completion,
 )
+from lumos_gym.models.openvino_backend.exports import routing_problem
+from lumos_gym.models.openvino_backend.pipelines import (
+    DEFAULT_KV_CACHE_MB,
+    DEFAULT_MAX_BATCHED_TOKENS,
+    PRECISIONS,
+    WEIGHTS,
+    _Settings,
+    _Shared,
+    native_precisions,
+)
 from lumos_gym.models.sources import ModelSource, trained_eos_ids
 
-logger = logging.getLogger(__name__)
-
-INSTALL = "pip install 'lumos-gym[openvino]'"
-"""The command that installs the ``openvino`` extra."""
-
-DEFAULT_KV_CACHE_MB = 1024
-"""The default size of each export's paged key/value cache (SmolLM2-135M in fp32 takes 45 KiB a
-token, so 1 GiB holds about 23,000 tokens)."""
-
-DEFAULT_MAX_BATCHED_TOKENS = 1024
-"""The default most prompt and new tokens one step of the pipeline computes."""
-
-PRECISIONS: dict[str, str] = {
-    "f32": "f32", "fp32": "f32", "float32": "f32", "auto": "f32",
-    "bf16": "bf16", "bfloat16": "bf16",
-}
-"""Accepted precision names (``dtype`` spellings of the ``hf`` backend included)."""
-
-WEIGHTS = ("f32", "int8")
-"""How an export stores its large matmul weights (part of its cache key)."""
+logger = logging.getLogger(__package__)  # one logger: lumos_gym.models.openvino_backend
 
 ADAPTER_MODES = ("auto", "routed", "merged")
 """How adapters are exported: routed into one model, merged each into its own, or ``auto``."""
-
-EXPORT_FORMAT = 1
-"""The version of the export folder layout (:mod:`~lumos_gym.models.openvino_export`); part of
-every cache key, so a change of layout makes new exports."""
-
-MANIFEST = "lumos_export.json"
-"""The file of an export folder that says what it was made from (written last)."""
-
-_SAFE = re.compile(r"[^A-Za-z0-9._-]+")
-
-
-def files_sha256(paths: Sequence[Path]) -> str:
-    """One SHA-256 over the names and bytes of ``paths`` (in the order given)."""
-    digest = hashlib.sha256()
-    for path in paths:
-        digest.update(path.name.encode() + b"\0")
-        with open(path, "rb") as f:
-            while chunk := f.read(1 << 20):
-                digest.update(chunk)
-    return digest.hexdigest()
-
-
-def model_fingerprint(source: ModelSource) -> dict[str, str]:
-    """What identifies the weights of ``source``: a file checksum where they are on disk.
-
-    Raises:
-        BackendError: an alias whose GGUF file is missing.
-    """
-    if source.alias is not None:
-        gguf = find_alias_gguf(source.alias)
-        return {"alias": source.alias, "gguf": gguf.name, "sha256": files_sha256([gguf])}
-    if not source.local:
-        return {"hub_id": source.path}
-    folder = Path(source.path)
-    weights = sorted(
-        p for p in folder.iterdir() if p.suffix in (".safetensors", ".bin") and p.is_file()
-    )
-    return {"folder": folder.name, "sha256": files_sha256([folder / "config.json", *weights])}
-
-
-def adapter_sha256(folder: Path) -> str:
-    """The SHA-256 of a peft adapter: its config and its weights file.
-
-    Raises:
-        BackendError: the folder holds no ``adapter_model.safetensors`` (or ``.bin``).
-    """
-    weights = [folder / "adapter_model.safetensors", folder / "adapter_model.bin"]
-    found = next((w for w in weights if w.is_file()), None)
-    if found is None:
-        raise BackendError(f"adapter folder {str(folder)!r} holds no adapter_model weights")
-    return files_sha256([folder / "adapter_config.json", found])
-
-
-def export_folder(
-    source: ModelSource, adapter: Path | Mapping[str, Path] | None, weights: str = "f32"
-) -> tuple[Path, dict[str, Any]]:
-    """The cache folder of the export of ``source`` with its adapters, and its manifest.
-
-    ``adapter`` is one adapter folder merged in, ``None``, or a mapping of names to folders
-    routed in one export in that order (the key holds their checksums in order, not the names).
-    ``weights`` is one of :data:`WEIGHTS`.
-
-    Raises:
-        BackendError: the base weights or an adapter cannot be read.
-    """
-    manifest: dict[str, Any] = {
-        "format": EXPORT_FORMAT,
-        "model": source.name,
-        "base": model_fingerprint(source),
-        "weights": weights,
-    }
-    keyed = {k: v for k, v in manifest.items() if k != "model"}
-    if isinstance(adapter, Mapping):
-        manifest["routed"] = [
-            {"name": name, "folder": str(path), "sha256": adapter_sha256(path)}
-            for name, path in adapter.items()
-        ]
-        keyed["routed"] = [entry["sha256"] for entry in manifest["routed"]]
-    else:
-        manifest["adapter"] = None if adapter is None else {
-            "folder": str(adapter), "sha256": adapter_sha256(adapter),
-        }
-        keyed["adapter"] = None if adapter is None else manifest["adapter"]["sha256"]
-    text = json.dumps(keyed, sort_keys=True, separators=(",", ":"))
-    key = hashlib.sha256(text.encode()).hexdigest()
-    name = _SAFE.sub("-", Path(source.name).name)[-40:].strip("-") or "model"
-    return cache_root() / "models" / "openvino" / f"{name}-{key[:16]}", manifest
-
-
-def native_precisions(device: str) -> frozenset[str]:
-    """The precisions OpenVINO says ``device`` computes in; empty if unknown.
-
-    From its ``OPTIMIZATION_CAPABILITIES``: ``FP32``, ``BF16`` on CPUs with AMX or AVX-512 BF16,
-    ``INT8``, ...
-    """
-    try:
-        found = ov.Core().get_property(device.upper(), "OPTIMIZATION_CAPABILITIES")
-    except Exception:  # noqa: BLE001 - an unknown device: the compile will say why
-        return frozenset()
-    return frozenset(str(name).upper() for name in found)
-
-
-@dataclass
-class _Settings:
-    """How every pipeline of one backend is built."""
-
-    device: str
-    precision: str
-    kv_cache_mb: int
-    batch_size: int
-    max_batched_tokens: int
-    prefix_cache: bool
-    threads: int | None
-    weights: str = "f32"
-    asked: str = "f32"
-    """The precision the caller asked for (``precision`` is f32 where the CPU has no bf16)."""
-
-    def scheduler(self, caches: int = 1) -> Any:
-        """The scheduler of a pipeline whose key/value cache is ``caches`` times ``kv_cache_mb``."""
-        config = openvino_genai.SchedulerConfig()
-        config.num_kv_blocks = 0
-        config.cache_size = max(1, -(-self.kv_cache_mb * caches // 1024))  # GiB, rounded up
-        config.max_num_seqs = self.batch_size
-        config.max_num_batched_tokens = self.max_batched_tokens
-        config.dynamic_split_fuse = True
-        config.enable_prefix_caching = self.prefix_cache
-        return config
-
-    def properties(self) -> dict[str, Any]:
-        props: dict[str, Any] = {
-            "INFERENCE_PRECISION_HINT": self.precision,
-            "KV_CACHE_PRECISION": "f32" if self.precision == "f32" else "bf16",
-        }
-        if self.threads:
-            props["INFERENCE_NUM_THREADS"] = self.threads
-        return props
-
-
-_ROUTED = "\0routed"
-"""The key of the routed export and its pipeline in :class:`_Shared` (no adapter has this name)."""
-
-
-class _Shared:
-    """The tokenizer, exports and pipelines that an :class:`OpenVINOBackend` and its views share.
-
-    With ``routed``, every adapter (and the base model) runs on one routed export and pipeline;
-    else each adapter has its own merged export and pipeline.
-    """
-
-    def __init__(
-        self,
-        source: ModelSource,
-        adapters: Mapping[str, Path],
-        tokenizer: Any,
-        settings: _Settings,
-        max_context: int,
-        eos_ids: frozenset[int],
-        routed: bool = False,
-        routed_by_default: bool = True,
-    ) -> None:
-        self.source = source
-        self.adapters = dict(adapters)
-        self.tokenizer = tokenizer
-        self.settings = settings
-        self.max_context = max_context
-        self.routed = routed
-        self.routed_by_default = routed_by_default  # "auto": a RoutingError falls back to merged
-        self.roles = {name: role for role, name in enumerate(self.adapters, start=1)}
-        self.token_offset = 0  # a routed export's vocab: role k sends ids shifted by k times it
-        self.folders: dict[str | None, Path] = {}
-        self.pipelines: dict[str | None, Any] = {}
-        self.lock = threading.Lock()
-        self.closed = False
-        self.eos_ids = eos_ids
-        # the pipelines' request ids, one sequence for all; above the 0, 1, ... of their generate
-        self.request_ids = itertools.count(1 << 32)
-
-    def key(self, adapter: str | None) -> str | None:
-        """The export and pipeline that generate with ``adapter``."""
-        return _ROUTED if self.routed else adapter
-
-    def offset(self, adapter: str | None) -> int:
-        """What ``adapter``'s token ids are shifted by in the pipeline (0 unless routed)."""
-        if not self.routed or adapter is None:
-            return 0
-        return self.roles[adapter] * self.token_offset
-
-    def folder(self, adapter: str | None) -> Path:
-        """The export that generates with ``adapter``, made now if missing."""
-        key = self.key(adapter)
-        if key not in self.folders:
-            if self.routed:
-                what: Path | Mapping[str, Path] | None = self.adapters
-            else:
-                what = None if adapter is None else self.adapters[adapter]
-            dest, manifest = export_folder(self.source, what, self.settings.weights)
-            if not (dest / MANIFEST).is_file():
-                from lumos_gym.models.openvino_export import (  # heavy: traces with torch
-                    RoutingError,
-                    export,
-                )
-
-                try:
-                    export(self.source, what, dest, manifest, MANIFEST)
-                except RoutingError as e:
-                    if not (self.routed and self.routed_by_default):
-                        raise
-                    logger.info("exporting each adapter merged: %s", e)
-                    self.routed = False
-                    return self.folder(adapter)
-            if self.routed:
-                self.token_offset = _token_offset(dest)
-            self.folders[key] = dest
-        return self.folders[key]
-
-    def pipeline(self, adapter: str | None) -> Any:
-        """The pipeline that generates with ``adapter``, built on first use."""
-        key = self.key(adapter)
-        if key not in self.pipelines:
-            folder = self.folder(adapter)
-            caches = len(self.adapters) if self.routed else 1
-            try:
-                self.pipelines[key] = openvino_genai.ContinuousBatchingPipeline(
-                    str(folder), self.settings.scheduler(caches), self.settings.device,
-                    self.settings.properties(),
-                )
-            except RuntimeError as e:
-                raise BackendError(
-                    f"OpenVINO GenAI cannot load the export {folder}: {e}; remove the folder "
-                    "to export it again"
-                ) from e
-        return self.pipelines[key]
-
-    def close(self) -> None:
-        with self.lock:
-            self.closed = True
-            self.pipelines.clear()
-
-
-def _token_offset(folder: Path) -> int:
-    """The ``token_offset`` a routed export's manifest records.
-
-    Raises:
-        BackendError: the manifest does not record one.
-    """
-    try:
-        value = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))["token_offset"]
-    except (OSError, ValueError, KeyError) as e:
-        raise BackendError(f"the routed export {folder} records no token_offset ({e}); remove "
-                           "the folder to export it again") from e
-    if not isinstance(value, int) or value < 1:
-        raise BackendError(f"the routed export {folder} records a bad token_offset {value!r}")
-    return value
-
-
-def routing_problem(adapters: Mapping[str, Path]) -> str | None:
-    """Why ``adapters`` cannot share a routed export, from their configs (``None``: they can).
-
-    A routed export holds plain LoRA on ``nn.Linear`` layers: not DoRA, LoRA biases, other
-    peft methods, whole saved modules or GPT-2's transposed ``Conv1D`` layers. Adapted
-    embeddings are found at export time (``auto`` then merges them, one an export).
-    """
-    for name, folder in adapters.items():
-        try:
-            config = json.loads((folder / "adapter_config.json").read_text(encoding="utf-8"))
-        except (OSError, ValueError) as e:
-            return f"adapter {name!r} has no readable adapter_config.json ({e})"
-        if config.get("peft_type", "LORA") != "LORA":
-            return f"adapter {name!r} is {config.get('peft_type')}, not LoRA"
-        for flag in ("use_dora", "lora_bias", "modules_to_save", "trainable_token_indices",
-                     "fan_in_fan_out"):
-            if config.get(flag):
-                return f"adapter {name!r} uses {flag}"
-    return None
 
 
 class OpenVINOBackend(Backend):
