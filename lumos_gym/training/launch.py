@@ -227,14 +227,19 @@ def check_output_folder(
                 "--init-adapter %s", config.max_steps, before.max_steps, config.schedule,
                 before.max_steps, out,
             )
-    sharded = last is not None and any(Path(last).glob("pytorch_model_fsdp_*"))
+    _check_sharding(last)
+    return last
+
+
+def _check_sharding(checkpoint: str | None) -> None:
+    """Refuse to resume an FSDP checkpoint (one shard a process) outside an FSDP launch."""
+    sharded = checkpoint is not None and any(Path(checkpoint).glob("pytorch_model_fsdp_*"))
     if sharded and os.environ.get("ACCELERATE_USE_FSDP", "false").lower() != "true":
         raise TrainingError(
-            f"--resume: {last} was written by FSDP, one shard of the model and optimizer a "
-            "process, which only an FSDP launch reads back; resume it with `accelerate launch "
-            "--config_file fsdp.yaml --num_processes N` (N >= 2)"
+            f"--resume: {checkpoint} was written by FSDP, one shard of the model and optimizer "
+            "a process, which only an FSDP launch reads back; resume it with `accelerate "
+            "launch --config_file fsdp.yaml --num_processes N` (N >= 2)"
         )
-    return last
 
 
 @contextlib.contextmanager
