@@ -178,9 +178,10 @@ def spread(specs, n):
     return [specs[i * len(specs) // n] for i in range(n)]
 
 
-def run_once(backends, batch_size, specs, max_new_tokens, continuous=True):
+def run_once(backends, batch_size, specs, max_new_tokens, continuous=True, keep_prompts=False):
     agent = make_agent("lumos-i", max_new_tokens=max_new_tokens)
-    runner = Runner(agent, backends, max_in_flight=batch_size, continuous=continuous)
+    runner = Runner(agent, backends, max_in_flight=batch_size, continuous=continuous,
+                    keep_prompts=keep_prompts)
     started = time.perf_counter()
     records = runner.run(specs)
     return time.perf_counter() - started, {r.task_id: r for r in records}
