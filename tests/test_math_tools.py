@@ -287,6 +287,27 @@ def test_model_text_never_reaches_eval_or_the_sympy_parser(monkeypatch):
 # ------------------------------------------------------------------------------ equations
 
 
+def test_equations_are_kept_when_no_worker_process_can_start(monkeypatch):
+    """The first call after a failed worker start runs in this process and keeps its equations.
+
+    It used to hand the in-process call the very list it compared the result with, so the
+    equations the call recorded looked unchanged and were not written back.
+    """
+    def no_worker(*args, **kwargs):
+        raise limits.WorkerStartError("no subprocess here")
+
+    monkeypatch.setattr(limits, "_worker_failed", False)  # restored after the test
+    monkeypatch.setattr(limits._WORKERS, "run", no_worker)
+    ctx = ToolContext()
+    with pytest.warns(RuntimeWarning, match="math tools run in this process"):
+        run("R1 = SetEquation(x + y = 10)", ctx=ctx)
+    assert limits._worker_failed
+    assert ctx.state["SetEquation"] == [("equation", "x + y = 10")]
+    run("R2 = SetEquation(x - y = 2)", ctx=ctx)
+    values, _ = run("R3, R4 = SolveEquation()", ctx=ctx)
+    assert values == ("6", "4")
+
+
 def test_set_equation_records_and_returns_the_equations():
     ctx = ToolContext()
     values, _ = run("R1 = SetEquation(x + y = 10, x - y = 2)", ctx=ctx)

@@ -51,7 +51,8 @@ class _SympyTool(Tool):
         if _in_process():
             return self.compute(action, ctx)
         before = list(ctx.state.get("SetEquation", []))
-        args = (type(self).__name__, action, dict(ctx.variables), before)
+        # a copy: where no worker can start, the call runs here and appends to the list it got
+        args = (type(self).__name__, action, dict(ctx.variables), list(before))
         result, pending = _in_a_worker(self.spec.name, _compute, args)
         if pending != before:
             _pending(ctx)[:] = pending
