@@ -34,9 +34,13 @@ One run on the machine at hand, in this one process, prints:
    flight, so the sum counts the engine's time once), ``env_s`` (``env.step``, tools included)
    and ``tool_s`` (the tools' part, also per env: on the QA envs it holds the QA tool's model);
    and the rest (resets, the agent's code, writing records). The runner is one thread, so these
-   add up. Per role (planner, grounder) is left out: at batch 32 both roles decode in the same
-   steps of one routed OpenVINO pipeline, so a step has no single role, and timing each role's
-   backend would mean building the backends outside ``evaluate``.
+   add up. Then the batch's idle places: :class:`Occupancy` counts the requests in flight at
+   each of the engine's steps, weighted by the step's seconds (the mean, and the seconds with
+   fewer than 32 and fewer than 8 in flight: the tail of a run, when the last episodes decode
+   in a batch that has emptied). Per role (planner, grounder) is left out: at batch 32 both
+   roles decode in the same steps of one routed OpenVINO pipeline, so a step has no single
+   role, and timing each role's backend would mean building the backends outside
+   ``evaluate``.
 4. *The default engine against hf*: the offline suite with ``--limit 2`` (14 episodes) on the
    default engine and with ``--backend hf``: the wall and episodes' seconds of each, their
    ratios, and the episodes whose every model output is the same. The QA tool's model stays on
@@ -64,6 +68,7 @@ import re
 import tempfile
 import time
 import traceback
+import weakref
 from collections import defaultdict
 from pathlib import Path
 
@@ -271,6 +276,65 @@ def computed_tokens(episodes, tokenizer):
     return computed
 
 
+class Occupancy:
+    """The requests in flight while the default engine steps, by seconds (a probe).
+
+    Patches the openvino backend's session (``submit`` and ``collect``) for the ``with`` block:
+    each ``collect`` (the pipeline's steps) adds its seconds to the number of requests in flight
+    in every session of its pipeline when it began (the planner's and the grounder's sessions
+    step one routed pipeline). ``busiest()`` gives the histogram of the pipeline that stepped
+    longest: the agent's, not the QA tool's (whose ``generate`` steps a pipeline of its own).
+    """
+
+    def __init__(self):
+        self.runs, self.sessions = {}, weakref.WeakSet()
+
+    def __enter__(self):
+        from lumos_gym.models.openvino_backend.backend import _Session  # the probe's target
+
+        self.target, self.originals = _Session, (_Session.submit, _Session.collect)
+        submit, collect = self.originals
+        runs, sessions = self.runs, self.sessions
+
+        def submitted(session, request):
+            sessions.add(session)
+            return submit(session, request)
+
+        def collected(session, wait=True):
+            shared = session._backend._shared
+            flight = sum(len(s._running) for s in sessions
+                         if s._backend._shared is shared)
+            started = time.perf_counter()
+            try:
+                return collect(session, wait)
+            finally:
+                seconds = runs.setdefault(id(shared), defaultdict(float))
+                seconds[flight] += time.perf_counter() - started
+
+        _Session.submit, _Session.collect = submitted, collected
+        return self
+
+    def __exit__(self, *exc):
+        self.target.submit, self.target.collect = self.originals
+
+    def busiest(self):
+        """The histogram of the pipeline that stepped longest: the planner's and grounder's."""
+        return dict(max(self.runs.values(), key=lambda h: sum(h.values()), default={}))
+
+
+def occupancy_text(seconds, batch):
+    """``mean 27.1 of 32 in flight; 12.3 s of 118 s with fewer than 8``, and the figures."""
+    total = sum(seconds.values())
+    mean = sum(k * s for k, s in seconds.items()) / total if total else 0.0
+    few = sum(s for k, s in seconds.items() if k < batch // 4)
+    short = sum(s for k, s in seconds.items() if k < batch)
+    text = (f"the engine's {total:.1f} s: {mean:.1f} of {batch} requests in flight on average "
+            f"(time-weighted); {short:.1f} s with fewer than {batch}, {few:.1f} s with fewer "
+            f"than {batch // 4}")
+    return text, {"engine_s": total, "mean_in_flight": mean, "below_batch_s": short,
+                  "below_quarter_s": few}
+
+
 def tokenizer_of(model):
     """The tokenizer of ``model`` (an alias is built in the cache by its first use)."""
     return load_tokenizer(resolve_model(model).path, local=True)
@@ -281,7 +345,9 @@ def demo(args, fig, rows):
     flags = (["--limit", "1"] if args.quick else []) + ["--keep-prompts"]
     print(f"\nthe demo: lumos-gym evaluate --agent lumos-i {' '.join(flags)} (engine {engine},"
           " shipped adapters, batch 32)", flush=True)
-    run = evaluate_warm(flags, "demo")
+    with Occupancy() as probe:
+        run = evaluate_warm(flags, "demo")
+    flight_text, flight = occupancy_text(probe.busiest(), 32)
     records, wall, span = run["records"], run["wall"], run["episodes_s"]
     prompt = sum(r["input_tokens"] for r in records)
     generated = sum(r["output_tokens"] for r in records)
@@ -302,7 +368,7 @@ def demo(args, fig, rows):
                    "fp32_share_episodes": share_span, "fp32_share_given_episodes": given,
                    "generated_tokens_s": generated / span,
                    **sums, "rest_s": rest, "tool_s_by_env": dict(tools),
-                   "warm_up": run.get("warm_up")}
+                   "in_flight": flight, "warm_up": run.get("warm_up")}
     print(f"  {len(records)} episodes: wall {wall:.1f} s (start-up {wall - span:.1f} s, "
           f"episodes {span:.1f} s); tokens given: {prompt:,} prompt + {generated:,} generated;"
           f" computed: at least {computed:,} prompt (the rest in the prefix cache) + "
@@ -315,6 +381,7 @@ def demo(args, fig, rows):
     print(f"  where the time goes: start-up {wall - span:.1f} s; of the episodes' {span:.1f} s: "
           f"model {sums['model_s']:.1f} s, env steps {sums['env_s']:.1f} s (tools "
           f"{sums['tool_s']:.1f} s of it), rest {rest:.1f} s")
+    print(f"  the batch: {flight_text}")
     busy = sorted(((s, e) for e, s in tools.items() if s > 0.05), reverse=True)
     print("  tools' seconds by env (on the QA envs, the QA tool's model included): "
           + (", ".join(f"{e} {s:.1f} s" for s, e in busy) or "-"))
