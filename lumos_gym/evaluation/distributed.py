@@ -401,43 +401,17 @@ class RayPool:
         pending: dict[Any, tuple[_Worker, _Chunk]] = {}  # ref → the worker, the chunk
         counts = {worker: 0 for worker in self.workers}
 
-        def fill() -> None:  # round-robin, two chunks per worker; a suspect only on an idle one
-            placed = True
-            while queue and placed:
-                placed = False
-                for worker in list(self.workers):
-                    mine = [task.suspect for w, task in pending.values() if w is worker]
-                    if (not queue or worker.starting or len(mine) >= 2
-                            or any(mine) or (queue[0].suspect and mine)):
-                        continue
-                    task = queue.popleft()
-                    pending[worker.handle.run.remote(task.specs)] = (worker, task)
-                    placed = True
-
         try:
-            fill()
+            self._fill(queue, pending)
             while queue or pending:
                 starting = {w.node_ref: w for w in self.workers if w.starting}
-                if not pending and not starting:
-                    raise DistributedError(
-                        "every Ray worker was lost and none can be started again; "
-                        f"{sum(len(t.specs) for t in queue)} episode(s) not run (--resume "
-                        "runs them)"
-                    )
-                ready, _ = self.ray.wait([*pending, *starting], num_returns=1,
-                                         timeout=None if pending else START_TIMEOUT_S)
-                if not ready:
-                    raise DistributedError(
-                        f"every Ray worker was lost and no new one started in "
-                        f"{START_TIMEOUT_S:g} s (the cluster has no room: add nodes, then "
-                        "--resume)"
-                    )
-                if ready[0] in starting:
-                    self._started(starting[ready[0]])
-                    fill()
+                ready = self._next_ready(queue, pending, starting)
+                if ready in starting:
+                    self._started(starting[ready])
+                    self._fill(queue, pending)
                     continue
-                worker, task = pending.pop(ready[0])
-                records = self._records(ready[0], worker, task, queue)
+                worker, task = pending.pop(ready)
+                records = self._records(ready, worker, task, queue)
                 counts[worker] = counts.get(worker, 0) + len(records)
                 if records:  # it answered a later call: its node is known
                     node = self._node_of(worker, wait=True)
@@ -447,13 +421,49 @@ class RayPool:
                     if bar is not None:
                         bar.update(record)
                 counts.update({w: 0 for w in self.workers if w not in counts})
-                fill()
+                self._fill(queue, pending)
         finally:
             for ref in pending:
                 self.ray.cancel(ref, force=False)
             if bar is not None:
                 bar.close()
         return list(counts.values())
+
+    def _fill(self, queue: deque[_Chunk], pending: dict[Any, tuple[_Worker, _Chunk]]) -> None:
+        """Send queued chunks round-robin, two a worker; a suspect chunk only to an idle one."""
+        placed = True
+        while queue and placed:
+            placed = False
+            for worker in list(self.workers):
+                mine = [task.suspect for w, task in pending.values() if w is worker]
+                if (not queue or worker.starting or len(mine) >= 2
+                        or any(mine) or (queue[0].suspect and mine)):
+                    continue
+                task = queue.popleft()
+                pending[worker.handle.run.remote(task.specs)] = (worker, task)
+                placed = True
+
+    def _next_ready(self, queue: deque[_Chunk], pending: dict[Any, tuple[_Worker, _Chunk]],
+                    starting: dict[Any, _Worker]) -> Any:
+        """Wait for the next chunk to finish or worker to start; return its reference.
+
+        Raises:
+            DistributedError: no chunk is running and no worker is starting, or none started
+                in :data:`START_TIMEOUT_S`.
+        """
+        if not pending and not starting:
+            raise DistributedError(
+                "every Ray worker was lost and none can be started again; "
+                f"{sum(len(t.specs) for t in queue)} episode(s) not run (--resume runs them)"
+            )
+        ready, _ = self.ray.wait([*pending, *starting], num_returns=1,
+                                 timeout=None if pending else START_TIMEOUT_S)
+        if not ready:
+            raise DistributedError(
+                f"every Ray worker was lost and no new one started in {START_TIMEOUT_S:g} s "
+                "(the cluster has no room: add nodes, then --resume)"
+            )
+        return ready[0]
 
     def _records(self, ref: Any, worker: _Worker, task: _Chunk,
                  queue: deque[_Chunk]) -> list[EpisodeRecord]:
