@@ -11,16 +11,18 @@ batch while others decode and hands each back as soon as it ends; every other ba
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from lumos_gym.errors import BackendError
 from lumos_gym.registry import Registry
 
 StopReason = Literal["stop", "length", "error"]
 
 
 @dataclass(frozen=True)
+
 class GenerationRequest:
     """One completion request.
 
@@ -67,6 +69,18 @@ CANCELLED = "cancelled: the caller went away"
 def is_cancelled(request: GenerationRequest) -> bool:
     """Whether ``request`` was cancelled by its caller."""
     return request.cancelled is not None and bool(request.cancelled())
+
+
+def check_adapter(name: str | None, loaded: Iterable[str]) -> None:
+    """Refuse a view on adapter ``name`` (``None``: the base model) that is not in ``loaded``.
+
+    Raises:
+        BackendError: naming the adapters that are loaded.
+    """
+    loaded = list(loaded)
+    if name is not None and name not in loaded:
+        known = ", ".join(map(repr, loaded)) or "none"
+        raise BackendError(f"no adapter named {name!r} is loaded; loaded adapters: {known}")
 
 
 @dataclass(frozen=True)

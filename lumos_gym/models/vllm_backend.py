@@ -22,6 +22,7 @@ from lumos_gym.models.base import (
     Completion,
     GenerationRequest,
     StopReason,
+    check_adapter,
 )
 from lumos_gym.models.sources import ALIASES, one_token_id, trained_eos_ids
 
@@ -141,9 +142,7 @@ class VLLMBackend(Backend):
         Raises:
             BackendError: no adapter is loaded under ``name``.
         """
-        if name is not None and name not in self._engine.loras:
-            known = ", ".join(map(repr, self._engine.loras)) or "none"
-            raise BackendError(f"no adapter named {name!r} is loaded; loaded adapters: {known}")
+        check_adapter(name, self._engine.loras)
         view = object.__new__(VLLMBackend)
         view._engine = self._engine
         view._adapter = name

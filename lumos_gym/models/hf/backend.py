@@ -33,6 +33,7 @@ from lumos_gym.models.base import (
     GenerationRequest,
     StopReason,
     TokenTrace,
+    check_adapter,
     is_cancelled,
 )
 from lumos_gym.models.hf.batches import (
@@ -154,9 +155,7 @@ class HFBackend(Backend):
         Raises:
             BackendError: no adapter is loaded under ``name``.
         """
-        if name is not None and name not in self._shared.adapters:
-            known = ", ".join(map(repr, self._shared.adapters)) or "none"
-            raise BackendError(f"no adapter named {name!r} is loaded; loaded adapters: {known}")
+        check_adapter(name, self._shared.adapters)
         view = object.__new__(HFBackend)
         view._shared = self._shared
         view._adapter = name

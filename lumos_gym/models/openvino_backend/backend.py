@@ -29,6 +29,7 @@ from lumos_gym.models.base import (
     GenerationSession,
     StopReason,
     TokenTrace,
+    check_adapter,
 )
 from lumos_gym.models.hf import (
     ALIASES,
@@ -167,9 +168,7 @@ class OpenVINOBackend(Backend):
         Raises:
             BackendError: no adapter is loaded under ``name``.
         """
-        if name is not None and name not in self._shared.adapters:
-            known = ", ".join(map(repr, self._shared.adapters)) or "none"
-            raise BackendError(f"no adapter named {name!r} is loaded; loaded adapters: {known}")
+        check_adapter(name, self._shared.adapters)
         view = object.__new__(OpenVINOBackend)
         view._shared = self._shared
         view._adapter = name
