@@ -15,10 +15,7 @@ Run: .venv/bin/python benchmarks/qa_tool_calls.py [RESULTS_FOLDER]
 from __future__ import annotations
 
 import argparse
-import gzip
-import json
 import time
-from pathlib import Path
 
 import rollout  # benchmarks/rollout.py: this script's folder is on sys.path
 import speed_check
@@ -26,16 +23,18 @@ import torch
 
 from lumos_gym.envs.registration import make_env
 from lumos_gym.envs.replay import step_env
+from lumos_gym.evaluation.results import episodes_path, read_episodes
 from lumos_gym.tools.qa import QA
 
 MODEL = "smollm2-135m"
 
 
 def records(folder):
-    path = Path(folder) / "episodes.jsonl"
-    opened = open(path) if path.exists() else gzip.open(f"{path}.gz", "rt")
-    with opened as lines:
-        return [json.loads(line) for line in lines if line.strip()]
+    """The folder's episode records (``episodes.jsonl``, or gzipped), as every reader reads them."""
+    path = episodes_path(folder)
+    if path is None:
+        raise SystemExit(f"{folder}: no episodes.jsonl(.gz)")
+    return list(read_episodes(path)[0].values())
 
 
 def replay_counting(folder):
