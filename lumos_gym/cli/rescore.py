@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 from lumos_gym.envs import load_plugins
+from lumos_gym.errors import EvaluationError, LumosGymError
 from lumos_gym.evaluation.rescore import print_report, rescore_folder
 from lumos_gym.evaluation.restrict import main_lines
+from lumos_gym.evaluation.round_limits import recover_round_limits
 
 
 def _folders_verb(
@@ -33,11 +36,29 @@ def add_rescore(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--env", action="append", default=[], metavar="ENV",
                    help="rescore only this env (repeatable; default: every env)")
+    p.add_argument("--recover-round-limits", action="store_true",
+                   help="instead of rescoring: record, in each folder whose run.json lacks "
+                   "round_limits (made before lumos-gym recorded them), the limits of the code "
+                   "that played it, read from that commit's package; the run and its sessions "
+                   "must be one clean commit of this git checkout (round_limits_recovered says "
+                   "so); episodes and scores are left as they are")
     p.set_defaults(func=cmd_rescore)
 
 
 def cmd_rescore(args: argparse.Namespace) -> int:
-    """Rescore each folder and print what changed; status 1 when an episode diverged."""
+    """Rescore each folder (or recover its round limits) and print what changed.
+
+    Status 1 when an episode diverged, or a folder's round limits could not be known.
+    """
+    if args.recover_round_limits:
+        if args.env:
+            raise LumosGymError("--env rescores some envs; --recover-round-limits rescores "
+                                "none: give one or the other")
+        unknown = sum(not _recover(folder, write=not args.dry_run) for folder in args.folders)
+        if unknown:
+            print(f"{unknown} folder(s) left without round limits (named above)",
+                  file=sys.stderr)
+        return 1 if unknown else 0
     load_plugins()
     diverged = 0
     for folder in args.folders:
@@ -45,6 +66,27 @@ def cmd_rescore(args: argparse.Namespace) -> int:
         print_report(report)
         diverged += report.diverged
     return 1 if diverged else 0
+
+
+def _recover(folder: str, *, write: bool) -> bool:
+    """Recover a folder's round limits (``--recover-round-limits``) and print what was done.
+
+    Returns False when they cannot be known (the reason is printed; the rescore goes on).
+    """
+    try:
+        record = recover_round_limits(folder, write=write)
+    except EvaluationError as e:
+        print(f"lumos-gym rescore: {e}", file=sys.stderr)
+        return False
+    if record is None:
+        print(f"{folder}: round limits already recorded")
+        return True
+    limits = record["round_limits"]
+    shown = ", ".join(f"{k} {v}" for k, v in {**limits["task_types"],
+                                               **limits["datasets"]}.items())
+    verb = "recorded" if write else "would record"
+    print(f"{folder}: {verb} the round limits of {record['from_commit'][:12]}: {shown}")
+    return True
 
 
 def add_restrict(sub: argparse._SubParsersAction) -> None:

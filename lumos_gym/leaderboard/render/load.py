@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -216,6 +216,7 @@ def load_board(
     entries.sort(key=lambda x: (x.ceiling, -x.covered, -float(x.score.get("mean", 0.0)), x.name))
     for n, entry in enumerate(entries, 1):
         entry.rank = 0 if entry.ceiling else n
+    warnings += round_limit_warnings(entries, envs)
     reported = reported_numbers()
     reported.matches = _match_datasets(reported, entries)
     board = Board(entries, envs, reported, warnings, suite)
@@ -304,3 +305,52 @@ def task_sets_problem(board: Board) -> str | None:
         return None
     return (f"rows cover different tasks: against {first}'s {len(keys[first])} episodes, "
             + "; ".join(others))
+
+
+def _round_limit(run: Mapping[str, Any], record: Mapping[str, Any]) -> int | None:
+    """The most rounds the run's agent had in the episode ``record`` (None: not recorded).
+
+    ``--max-rounds`` (the run's ``decoding``) wins; else the recorded limit of the episode's
+    dataset (its task id's first part), else of its task type, as the agents read them.
+    """
+    fixed = (run.get("decoding") or {}).get("max_rounds")
+    if fixed is not None:
+        return int(fixed)
+    limits = run.get("round_limits")
+    if not isinstance(limits, Mapping):
+        return None
+    dataset = str(record.get("task_id", "")).partition("/")[0]
+    datasets, types = limits.get("datasets") or {}, limits.get("task_types") or {}
+    if dataset in datasets:
+        return int(datasets[dataset])
+    return int(types.get(str(record.get("task_type")), 5))
+
+
+def round_limit_warnings(entries: Sequence[Entry], envs: Sequence[str]) -> list[str]:
+    """Warning lines: the rows whose round limits are unrecorded; each env where rows differ.
+
+    A row whose agent had at most 10 subgoals on WebShop and one that had 5 did not play the
+    same game; ceilings are left out (they replay gold actions, whatever the limit).
+    """
+    ranked = [e for e in entries if not e.ceiling]
+    unknown = [e.name for e in ranked if any("round_limits" not in d.run
+                                             and (d.run.get("decoding") or {}).get("max_rounds")
+                                             is None for d in e.dirs)]
+    lines = []
+    if unknown and len(ranked) > 1:  # whether they played the same game cannot be told
+        lines.append(f"round limits not recorded for {', '.join(unknown)} (made before "
+                     "run.json recorded them; lumos-gym rescore --recover-round-limits reads "
+                     "them from the commit that played them)")
+    for env in envs:
+        seen: dict[str, list[str]] = {}
+        for entry in ranked:
+            if entry.name in unknown or not entry.records.get(env):
+                continue
+            limits = {_round_limit(d.run, r) for d in entry.dirs for r in d.records
+                      if r.get("env_id") == env}
+            seen.setdefault("/".join(sorted(str(x) for x in limits)), []).append(entry.name)
+        if len(seen) > 1:
+            parts = "; ".join(f"{limit}: {', '.join(names)}" for limit, names in seen.items())
+            lines.append(f"{short_env(env)}: rows ran under different round limits "
+                         f"({parts}); their scores there are not of the same game")
+    return lines

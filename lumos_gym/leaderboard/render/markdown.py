@@ -48,6 +48,9 @@ def render_markdown(board: Board) -> str:
         f"more. {CEILING_NOTE}", "",
     ]
     lines += markdown_table(headers, rows, align="r")
+    if board.warnings:
+        lines += ["", "**Warnings** (also printed when the board is made):", ""]
+        lines += [f"- {w}" for w in board.warnings]
     lines += seed_rows_markdown(board)
     lines += infra_markdown(board)
     lines += paired_markdown(board)
