@@ -340,7 +340,7 @@ def round_limit_warnings(entries: Sequence[Entry], envs: Sequence[str]) -> list[
     if unknown and len(ranked) > 1:  # whether they played the same game cannot be told
         lines.append(f"round limits not recorded for {', '.join(unknown)} (made before "
                      "run.json recorded them; lumos-gym rescore --recover-round-limits reads "
-                     "them from the commit that played them)")
+                     "them from the commit that played them, where that was one clean commit)")
     for env in envs:
         seen: dict[str, list[str]] = {}
         for entry in ranked:

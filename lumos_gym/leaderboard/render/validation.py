@@ -98,7 +98,8 @@ def validate_dir(
         if not allow_missing_round_limits and "round_limits" not in run:
             problems.append(f"{run_path}: no round_limits (the subgoal limits the agent ran "
                             "under; made before lumos-gym recorded them): evaluate it again, "
-                            "or pass --allow-missing-round-limits")
+                            "record them (lumos-gym rescore --recover-round-limits) or pass "
+                            "--allow-missing-round-limits")
     if summary is not None:
         if summary.get("format") != SUMMARY_FORMAT:
             problems.append(f"{summary_path}: summary format {summary.get('format')!r}, not "
