@@ -13,6 +13,7 @@ import pytest
 from lumos_gym.leaderboard.cards import (
     card_text,
     group_names,
+    matched_build,
     role_cards,
     seed_groups,
     seed_spread,
@@ -497,3 +498,19 @@ def test_cards_name_the_training_commit_the_data_build_and_each_resumption(tmp_p
     assert "trained at abcdef0 (dirty), data build unknown, in one session" in text
     # a card from before these were recorded says so
     assert "commit, data build and resumptions not recorded" in card_text(_run({"p": _card(0)}))
+
+
+def test_an_old_card_names_the_data_build_its_leakage_record_matched():
+    run = _run({"policy": _card(0, "react.jsonl")})
+    old = card_text(run)
+    assert "commit, data build and resumptions not recorded (an older training report)" in old
+    matched = {"file": "react.jsonl", "card_sha256": "ab" * 32, "sha256": "ab" * 32}
+    run["leakage"] = {"training_files": [matched],
+                      "recorded": {"data_build": "8eb6eeabf1b3f02d"}}
+    assert matched_build(run) == "8eb6eeabf1b3f02d"
+    assert ("policy: gpu-small seed 0, 637 steps of 16, 3223 records (react.jsonl abababab); "
+            "data build 8eb6eeabf1b3f02d (its files have the card's checksums: the leakage "
+            "record); commit and resumptions not recorded") in card_text(run)
+    run["leakage"]["training_files"].append(dict(matched, sha256=None))  # one file not found
+    assert matched_build(run) is None
+    assert card_text(run) == old

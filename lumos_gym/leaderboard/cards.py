@@ -106,7 +106,8 @@ def card_text(run: Mapping[str, Any]) -> str:
     args = run.get("model_args")
     if args:
         parts.append("model args " + ", ".join(f"{k}={v}" for k, v in sorted(args.items())))
-    parts += [f"{role}: {_role_text(card)}" for role, card in role_cards(run).items()]
+    build = matched_build(run)
+    parts += [f"{role}: {_role_text(card, build)}" for role, card in role_cards(run).items()]
     if not role_cards(run):
         parts.append("no training card (shipped or untrained models, or an older run)")
     for session in run.get("sessions") or []:
@@ -116,8 +117,28 @@ def card_text(run: Mapping[str, Any]) -> str:
     return "; ".join(parts)
 
 
-def _role_text(card: Mapping[str, Any]) -> str:
-    """How one adapter was trained: recipe, seed, steps, data; and its reward, if it had one."""
+def matched_build(run: Mapping[str, Any]) -> str | None:
+    """The data build whose files have the checksums the run's cards name, per its leakage record.
+
+    ``data leakage --record`` finds each training file a card names by its SHA-256 in a data
+    build; when every one was found there, that build is what trained the adapters, even where
+    the cards are too old to name it. None otherwise.
+    """
+    leakage = run.get("leakage") if isinstance(run.get("leakage"), Mapping) else {}
+    files = [f for f in leakage.get("training_files") or () if isinstance(f, Mapping)]
+    build = (leakage.get("recorded") or {}).get("data_build")
+    if not build or not files:
+        return None
+    if any(not f.get("sha256") or f.get("sha256") != f.get("card_sha256") for f in files):
+        return None
+    return str(build)
+
+
+def _role_text(card: Mapping[str, Any], build: str | None = None) -> str:
+    """How one adapter was trained: recipe, seed, steps, data; and its reward, if it had one.
+
+    ``build``: the data build the run's leakage record matched by checksums (:func:`matched_build`).
+    """
     rewarded = card.get("reward_source") or {}
     envs = ", ".join(rewarded.get("envs") or []) or "?"
     if rewarded.get("method") == "grpo":
@@ -148,15 +169,19 @@ def _role_text(card: Mapping[str, Any]) -> str:
             text += (f" ({rewarded['sampled_tokens']} prompt and generated tokens sampling"
                      f"{_seconds(rewarded.get('sampling_seconds'), '')})")
         text += _leakage_text(rewarded)
-    return text + _origin_text(card)
+    return text + _origin_text(card, build)
 
 
-def _origin_text(card: Mapping[str, Any]) -> str:
+def _origin_text(card: Mapping[str, Any], build: str | None = None) -> str:
     """The code, the data build and the sessions that trained an adapter, as its card says.
 
-    Cards written before they recorded these say so instead of leaving them out.
+    Cards written before they recorded these say so instead of leaving them out; the data build
+    the leakage record matched by checksums (``build``) is named as such.
     """
     if "git" not in card and "sessions" not in card:
+        if build:
+            return (f"; data build {build} (its files have the card's checksums: the leakage "
+                    "record); commit and resumptions not recorded (an older training report)")
         return "; commit, data build and resumptions not recorded (an older training report)"
     git = card.get("git") or {}
     text = f"; trained at {str(git.get('commit') or '?')[:7]}"
