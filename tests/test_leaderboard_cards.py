@@ -514,3 +514,11 @@ def test_an_old_card_names_the_data_build_its_leakage_record_matched():
     run["leakage"]["training_files"].append(dict(matched, sha256=None))  # one file not found
     assert matched_build(run) is None
     assert card_text(run) == old
+
+
+def test_a_card_names_the_last_rescore_of_a_run():
+    run = _run({"policy": _card(0)})
+    run["rescored"] = [{"git": {"commit": "1111111aaa", "dirty": False}},
+                       {"git": {"commit": "2222222bbb", "dirty": True}}]
+    assert card_text(run).startswith("scored at 0123456 on openvino, rescored at 2222222 "
+                                     "(dirty); policy: ")

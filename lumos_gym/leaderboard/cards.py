@@ -100,6 +100,11 @@ def card_text(run: Mapping[str, Any]) -> str:
     backends = ", ".join(run.get("backend") or [])
     # an agent without a model (oracle, a scripted one) records no backend
     parts = [f"scored at {commit} on {backends}" if backends else f"scored at {commit}, no model"]
+    rescores = [r for r in run.get("rescored") or () if isinstance(r, Mapping)]
+    if rescores:  # the scorers of the last pass scored its episodes again (lumos-gym rescore)
+        again = rescores[-1].get("git") or {}
+        parts[0] += (f", rescored at {str(again.get('commit') or '?')[:7]}"
+                     f"{' (dirty)' if again.get('dirty') else ''}")
     source = source_text(run)
     if source is not None:
         parts.append(source)
@@ -357,7 +362,8 @@ def cards_markdown(rows: Sequence[Row]) -> list[str]:
     if not rows:
         return []
     lines = ["", "## Run cards", "",
-             "What scored each row (commit, backend) and what trained its adapters (recipe, "
+             "What scored each row (the commit that played it and, if its episodes were scored "
+             "again, that of its last rescore; the backend) and what trained its adapters (recipe, "
              "seed, optimizer steps of a batch, training records, and each training file with "
              "the first 8 hex digits of its SHA-256), from its `run.json`.", ""]
     lines += [f"- `{row.name}` ({row.agent}): {card_text(row.run)}" for row in rows]
