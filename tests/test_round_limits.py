@@ -87,6 +87,7 @@ def test_a_folder_gets_its_played_commits_limits_and_says_how(repo, tmp_path):
     ({"git": {"commit": "a" * 40, "dirty": False},
       "sessions": [{"git": {"commit": "b" * 40, "dirty": False}}]}, "played at 2 commits"),
     ({"git": None}, "run recorded no commit"),
+    ({"git": {"commit": "a" * 40}}, "did not record whether its checkout differed"),
 ])
 def test_what_cannot_be_known_is_refused(run, message):
     with pytest.raises(EvaluationError, match=message):

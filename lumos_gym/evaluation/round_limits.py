@@ -60,6 +60,9 @@ def played_commit(run: Mapping[str, Any]) -> str:
         if not isinstance(git, Mapping) or not git.get("commit"):
             raise EvaluationError(f"its {name} recorded no commit: the code that played it "
                                   "is unknown")
+        if git.get("dirty") is None:
+            raise EvaluationError(f"its {name} did not record whether its checkout differed "
+                                  f"from commit {str(git['commit'])[:12]}")
         if git.get("dirty") is not False:
             raise EvaluationError(f"its {name} ran from a checkout that differed from commit "
                                   f"{str(git['commit'])[:12]}: its limits are not that commit's")
