@@ -26,7 +26,7 @@ from lumos_gym.actions import last_variable, parse_actions
 from lumos_gym.agents.base import Act, Agent, Ask, EpisodeLogic, Note, StepOutcome
 from lumos_gym.envs.families import Family
 from lumos_gym.envs.registration import fill_from_families
-from lumos_gym.envs.tasks import ENV_ENDED_TYPES
+from lumos_gym.envs.tasks import ENV_ENDED_TYPES, rounds_from_tables
 from lumos_gym.errors import ActionParseError
 from lumos_gym.models.base import Completion
 from lumos_gym.tools.base import ToolSpec
@@ -57,10 +57,8 @@ def round_limit(info: Mapping[str, Any]) -> int:
 
     The dataset is the first part of the task id (``svamp/sample/3`` is SVAMP's).
     """
-    dataset = str(info.get("task_id", "")).partition("/")[0]
-    if dataset in DATASET_ROUNDS:
-        return DATASET_ROUNDS[dataset]
-    return LUMOS_ROUNDS.get(str(info.get("task_type", "math")), 5)
+    return rounds_from_tables(info.get("task_id"), info.get("task_type", "math"),
+                              LUMOS_ROUNDS, DATASET_ROUNDS)
 
 
 def action_specs(info: Mapping[str, Any]) -> list[ToolSpec]:

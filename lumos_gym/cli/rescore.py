@@ -71,7 +71,7 @@ def cmd_rescore(args: argparse.Namespace) -> int:
 def _recover(folder: str, *, write: bool) -> bool:
     """Recover a folder's round limits (``--recover-round-limits``) and print what was done.
 
-    Returns False when they cannot be known (the reason is printed; the rescore goes on).
+    Returns False when they cannot be known (the reason is printed; the other folders go on).
     """
     try:
         record = recover_round_limits(folder, write=write)

@@ -15,6 +15,21 @@ ADDED_TASK_TYPES: list[str] = []
 ENV_ENDED_TYPES = ("web", "game")
 
 
+def rounds_from_tables(task_id: object, task_type: object, task_types: Mapping[str, int],
+                       datasets: Mapping[str, int]) -> int:
+    """The most subgoals of an episode, from a table of round limits.
+
+    Its dataset's (the first part of the task id: ``svamp/sample/3`` is SVAMP's) in
+    ``datasets``, else its task type's in ``task_types``, else 5. The agents read the tables
+    of the registered families; a board reads those a run recorded (``run.json``'s
+    ``round_limits``).
+    """
+    dataset = str(task_id or "").partition("/")[0]
+    if dataset in datasets:
+        return int(datasets[dataset])
+    return int(task_types.get(str(task_type), 5))
+
+
 @dataclass(frozen=True)
 class Task:
     """One problem of a benchmark.

@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from lumos_gym.envs.tasks import rounds_from_tables
 from lumos_gym.errors import EvaluationError
 from lumos_gym.evaluation.folders import follow_latest, is_latest_link
 from lumos_gym.evaluation.results import ResultsError, episodes_path, read_results
@@ -319,11 +320,8 @@ def _round_limit(run: Mapping[str, Any], record: Mapping[str, Any]) -> int | Non
     limits = run.get("round_limits")
     if not isinstance(limits, Mapping):
         return None
-    dataset = str(record.get("task_id", "")).partition("/")[0]
-    datasets, types = limits.get("datasets") or {}, limits.get("task_types") or {}
-    if dataset in datasets:
-        return int(datasets[dataset])
-    return int(types.get(str(record.get("task_type")), 5))
+    return rounds_from_tables(record.get("task_id"), record.get("task_type"),
+                              limits.get("task_types") or {}, limits.get("datasets") or {})
 
 
 def round_limit_warnings(entries: Sequence[Entry], envs: Sequence[str]) -> list[str]:
@@ -333,9 +331,7 @@ def round_limit_warnings(entries: Sequence[Entry], envs: Sequence[str]) -> list[
     same game; ceilings are left out (they replay gold actions, whatever the limit).
     """
     ranked = [e for e in entries if not e.ceiling]
-    unknown = [e.name for e in ranked if any("round_limits" not in d.run
-                                             and (d.run.get("decoding") or {}).get("max_rounds")
-                                             is None for d in e.dirs)]
+    unknown = [e.name for e in ranked if any(_round_limit(d.run, {}) is None for d in e.dirs)]
     lines = []
     if unknown and len(ranked) > 1:  # whether they played the same game cannot be told
         lines.append(f"round limits not recorded for {', '.join(unknown)} (made before "
