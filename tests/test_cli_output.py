@@ -101,3 +101,18 @@ def test_check_marks_an_env_without_gold_actions_unverified(capsys, monkeypatch)
     assert main(["check", "GSM8K-v0", "--replay-limit", "0"]) == 0  # asked for no replay
     out = capsys.readouterr().out
     assert "unverified" in out and "replay limit 0: 24 tasks have gold actions" in out
+
+
+def test_progress_logs_leave_out_the_web_shops_request_lines(caplog, monkeypatch):
+    """A data build or training run prints its own steps, not one httpx line per shop page."""
+    import logging  # this test alone reads loggers
+
+    from lumos_gym.cli.args import CHATTY_LOGGERS, log_progress
+
+    for name in CHATTY_LOGGERS:  # restored after the test
+        monkeypatch.setattr(logging.getLogger(name), "level", logging.NOTSET)
+    log_progress()
+    with caplog.at_level(logging.INFO):
+        logging.getLogger("httpx").info("HTTP Request: GET http://127.0.0.1/s/x/search")
+        logging.getLogger("lumos_gym.training").info("step 1")
+    assert [record.name for record in caplog.records] == ["lumos_gym.training"]

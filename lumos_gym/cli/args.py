@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import difflib
 import json
+import logging
 import math
 import re
 from collections.abc import Callable, Sequence
@@ -265,3 +266,15 @@ def add_format(p: argparse.ArgumentParser, shown: str) -> None:
 def print_json(data: Any) -> None:
     """Print ``data`` as indented JSON on stdout (non-ASCII characters as they are)."""
     print(json.dumps(data, indent=2, ensure_ascii=False))
+
+
+#: Libraries whose INFO records are one line per request or file: the web envs' local shop
+#: answers every page through httpx, which would print thousands of lines in a data build.
+CHATTY_LOGGERS = ("httpx", "httpcore")
+
+
+def log_progress() -> None:
+    """Print lumos-gym's INFO records (steps, losses) as bare lines, not the chatty libraries'."""
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    for name in CHATTY_LOGGERS:
+        logging.getLogger(name).setLevel(logging.WARNING)

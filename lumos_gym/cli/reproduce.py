@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import logging
 
 from lumos_gym.cli.args import (
     at_least,
     between,
     count,
+    log_progress,
     nonnegative_int,
     out_path,
     positive_int,
@@ -120,7 +120,7 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     # training stack: the workflow imports lumos_gym.training, kept off the --help path
     from lumos_gym.workflows.reproduce import render_report, reproduce_offline, ship_reference
 
-    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    log_progress()
     agents = _names(args.agents)
     args.out = args.out or "runs/reference"
     report = reproduce_offline(

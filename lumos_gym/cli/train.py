@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 from typing import TYPE_CHECKING
 
 from lumos_gym.cli.args import (
     fraction,
+    log_progress,
     nonnegative_float,
     nonnegative_int,
     out_path,
@@ -92,7 +92,7 @@ def cmd_train(args: argparse.Namespace) -> int:
 
     if args.lora is not None and args.full:
         raise LumosGymError("give --lora R or --full, not both")
-    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    log_progress()
     config = config_from_recipe(
         args.recipe, data=args.data, full=args.full, base_model=args.base_model, out=args.out,
         lora_r=args.lora, epochs=args.epochs, max_steps=args.max_steps, lr=args.lr,
