@@ -258,13 +258,17 @@ def test_seed_groups_are_named_by_agent_and_budget():
     rows.append(_row("integrated-s1", "integrated", 1, 0.4, {env: 0.4}, data="i.jsonl"))
     groups = seed_groups(rows)
     assert [len(g.rows) for g in groups] == [3, 2, 2]
-    assert group_names(groups) == ["lumos-i (3 seeds)", "lumos-i (2 seeds)",
+    # two groups of one agent tell their budgets apart, whatever their sizes; an agent with
+    # one group keeps the short name
+    assert group_names(groups) == ["lumos-i (3 seeds, gpu-small, 637 steps of 16)",
+                                   "lumos-i (2 seeds, gpu-small, 110 steps of 16)",
                                    "integrated (2 seeds)"]
-    # two groups of one agent and one size tell their budgets apart
     rows.append(_row("lumos-i-cpu-s2", "lumos-i", 2, 0.3, {env: 0.3}, steps=110))
     assert group_names(seed_groups(rows))[:2] == [
         "lumos-i (3 seeds, gpu-small, 637 steps of 16)",
         "lumos-i (3 seeds, gpu-small, 110 steps of 16)"]
+    # only one budget of lumos-i: the short name
+    assert group_names(seed_groups(rows[:3])) == ["lumos-i (3 seeds)"]
 
 
 def test_the_rendered_board_carries_cards_and_seeds(tmp_path):

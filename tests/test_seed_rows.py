@@ -286,6 +286,39 @@ def test_no_seed_groups_shows_every_seed_and_keeps_claims_to_matched_seeds(
         grouped.out.split("## Training seeds")[0])
 
 
+def test_a_second_budget_is_its_own_group_and_stays_out_of_the_other_budgets_claims(
+    board_folders, tmp_path
+):
+    cpu = tmp_path / "cpu"
+    cpu.mkdir()
+    for agent, solved in (("lumos-i", (12, 14)), ("integrated", (8, 9))):
+        board_folders += [_folder(cpu, f"{agent}-cpu-s{seed}", agent, seed,
+                                  [1.0] * n + [0.0] * (40 - n), steps=110)
+                          for seed, n in enumerate(solved)]
+    board = load_board(board_folders)
+    board.paper = True  # the claims come with the paper's numbers
+    # one agent with two budgets: each group says its budget, whatever its size
+    assert [g.name for g in board.groups] == [
+        "lumos-i (3 seeds, gpu-small, 637 steps of 16)",
+        "integrated (3 seeds, gpu-small, 637 steps of 16)",
+        "lumos-i (2 seeds, gpu-small, 110 steps of 16)",
+        "integrated (2 seeds, gpu-small, 110 steps of 16)"]
+    attach_reference(board, "lumos-i-s0")
+    claims = render_markdown(board).split("## The paper's claims, measured")[1].split("\n## ")[0]
+    assert "| `integrated (3 seeds, gpu-small, 637 steps of 16)` |" in claims
+    assert "| `integrated (2 seeds, gpu-small, 110 steps of 16)` |" not in claims
+    assert ("Left out of the claims, trained under another budget than `lumos-i (3 seeds, "
+            "gpu-small, 637 steps of 16)`'s: integrated (2 seeds, gpu-small, 110 steps of 16)"
+            ) in claims
+    # with the other budget's Lumos-I as the reference, its claims are of its own budget
+    board = load_board(board_folders)
+    board.paper = True  # the claims come with the paper's numbers
+    attach_reference(board, "lumos-i-cpu-s1")
+    claims = render_markdown(board).split("## The paper's claims, measured")[1].split("\n## ")[0]
+    assert "| `integrated (2 seeds, gpu-small, 110 steps of 16)` |" in claims
+    assert "`cot`" not in claims.split("Left out")[0] and "cot" in claims.split("Left out")[1]
+
+
 def test_rows_without_training_cards_stay_as_they_are(tmp_path):
     folders = [_folder(tmp_path, name, "lumos-i", None, [1.0] * 3 + [0.0] * 7)
                for name in ("shipped", "base")]

@@ -229,6 +229,18 @@ def _budget_key(row: Row) -> str | None:
     return repr((row.agent, sorted(same.items(), key=lambda item: item[0])))
 
 
+def training_budget(run: Mapping[str, Any]) -> frozenset[tuple[Any, ...]] | None:
+    """The budgets of the run's adapters: (base model, recipe, steps, batch, lr) of each card.
+
+    None for a run whose models have no training card (an untrained or a served model). Two
+    runs trained under the same budget give the same set, whatever data each agent's format
+    exports.
+    """
+    keys = ("base_model", "recipe", "steps", "batch_size", "lr")
+    budgets = frozenset(tuple(card.get(k) for k in keys) for card in role_cards(run).values())
+    return budgets or None
+
+
 def budget_text(run: Mapping[str, Any]) -> str:
     """``gpu-small, 637 steps of 16``: the recipe and budget its adapters' cards name."""
     budgets = {f"{card.get('recipe')}, {card.get('steps')} steps of {card.get('batch_size')}"
@@ -274,13 +286,16 @@ def seed_groups(rows: Sequence[Row]) -> list[SeedGroup]:
 def group_names(groups: Sequence[SeedGroup]) -> list[str]:
     """The name of each group's row: ``lumos-i (3 seeds)``.
 
-    Groups of one agent that would share a name (another recipe, budget or data) add their
-    budget, ``lumos-i (3 seeds, cpu-small, 110 steps of 2)``; names still alike get a ``'``.
+    An agent with several groups (another recipe, budget or data) names each with its budget,
+    ``lumos-i (5 seeds, cpu-small, 110 steps of 2)``, even when their sizes differ: a reader
+    should not have to tell ``lumos-i (3 seeds)`` from ``lumos-i (5 seeds)`` by the cards.
+    Names still alike get a ``'``.
     """
-    plain = [f"{g.agent} ({len(g.rows)} seeds)" for g in groups]
+    agents = [g.agent for g in groups]
     names: list[str] = []
-    for group, name in zip(groups, plain, strict=True):
-        if plain.count(name) > 1:
+    for group in groups:
+        name = f"{group.agent} ({len(group.rows)} seeds)"
+        if agents.count(group.agent) > 1:
             name = f"{group.agent} ({len(group.rows)} seeds, {budget_text(group.rows[0].run)})"
         while name in names:
             name += "'"

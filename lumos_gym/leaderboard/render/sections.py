@@ -15,7 +15,12 @@ from typing import Any
 
 from lumos_gym.leaderboard.agents import agent_can_act
 from lumos_gym.leaderboard.attribution import ATTRIBUTION_NOTE, TABLE_HEADERS, table_rows
-from lumos_gym.leaderboard.cards import Spread, seeds_markdown, training_seeds
+from lumos_gym.leaderboard.cards import (
+    Spread,
+    seeds_markdown,
+    training_budget,
+    training_seeds,
+)
 from lumos_gym.leaderboard.claims import CLAIMS, claims_markdown, trained_families
 from lumos_gym.leaderboard.render.compare import diff_text
 from lumos_gym.leaderboard.render.rows import INFRA_NOTE, Board, Entry, short_env
@@ -83,7 +88,9 @@ def _claims_md(board: Board) -> list[str]:
     With seeds grouped, a seed group is measured as one row against the reference (its
     group). Ungrouped (``--no-seed-groups``), a run of claims (a) and (b) trained with another
     seed than the reference's is left out, as its seeds do not match; a line under the claims
-    names it.
+    names it. So is a row trained under another budget than the reference's (the ``cpu``
+    budget's rows on a board whose reference is a ``gpu`` row): the paper's claims compare
+    agents trained alike.
     """
     paired = board.paired
     if paired is None or not board.paper:
@@ -101,6 +108,13 @@ def _claims_md(board: Board) -> list[str]:
             if row.name in comparisons and row.agent in against and theirs and theirs != mine:
                 unmatched.append(row.name)
                 del comparisons[row.name]
+    budget, other_budget = training_budget(paired.reference.run), []
+    for row in rows:
+        theirs = training_budget(row.run)
+        if row.name in comparisons and row.agent in against and budget and theirs \
+                and theirs != budget:
+            other_budget.append(row.name)
+            del comparisons[row.name]
     lines = claims_markdown(paired.reference.name, paired.reference.agent, comparisons,
                             agents, board.reported.rows, short_env, diff_text, trained,
                             can_act=_can_act(board))
@@ -108,6 +122,10 @@ def _claims_md(board: Board) -> list[str]:
         lines += ["", f"Left out of the claims, trained with another seed than "
                   f"`{paired.reference.name}`'s: {', '.join(unmatched)} (grouped by seed, the "
                   "default view, each agent's seeds are compared as one row)."]
+    if lines and other_budget:
+        lines += ["", f"Left out of the claims, trained under another budget than "
+                  f"`{paired.reference.name}`'s: {', '.join(other_budget)} (a board with one "
+                  "of them as `--reference` measures the claims in its budget)."]
     return lines
 
 
