@@ -12,8 +12,8 @@
 # 3. validates every compare row at once (one scoring commit; ReAct's infra errors allowed, as
 #    leaderboards/README.md says);
 # 4. renders LEADERBOARD.md and html/leaderboard.html (reference: the gpu-budget Lumos-I
-#    group, as before) and CPU-SEEDS.md, the board whose reference is the cpu-budget Lumos-I
-#    group, where the two cpu groups compare under one budget and one set of round limits.
+#    group, as before) and a new board of the cpu rows alone (CPU-SEEDS), whose reference is
+#    the cpu-budget Lumos-I group, where the two cpu groups compare under one budget and one set of round limits.
 #
 # It commits nothing: the README's ordering sentence and the docs are written from the new
 # boards, by hand, in the same commit as the boards.
@@ -58,7 +58,9 @@ lb leaderboards/compare/* --suite compare --paper --reference lumos-i-s0 \
     --out leaderboards/LEADERBOARD.md
 lb leaderboards/compare/* --suite compare --paper --reference lumos-i-s0 --format html \
     --no-trajectories --out leaderboards/html/leaderboard.html
+# the cpu groups' board is new: this script makes it (no doc names the file before it exists)
+cpu_board=leaderboards/CPU-SEEDS
 lb leaderboards/compare/*-cpu-s* leaderboards/compare/oracle --suite compare --paper \
-    --reference lumos-i-cpu-s0 --out leaderboards/CPU-SEEDS.md
-echo "boards made; write the README's ordering sentence from leaderboards/CPU-SEEDS.md and"
+    --reference lumos-i-cpu-s0 --out "$cpu_board.md"
+echo "boards made; write the README's ordering sentence from $cpu_board.md and"
 echo "commit the boards, the moved rows and the docs together"
