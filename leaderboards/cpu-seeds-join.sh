@@ -13,7 +13,8 @@
 #    leaderboards/README.md says);
 # 4. renders LEADERBOARD.md and html/leaderboard.html (reference: the gpu-budget Lumos-I
 #    group, as before) and a new board of the cpu rows alone (CPU-SEEDS), whose reference is
-#    the cpu-budget Lumos-I group, where the two cpu groups compare under one budget and one set of round limits.
+#    the cpu-budget Lumos-I group: there the two cpu groups compare under one budget and one
+#    set of round limits.
 #
 # It commits nothing: the README's ordering sentence and the docs are written from the new
 # boards, by hand, in the same commit as the boards.

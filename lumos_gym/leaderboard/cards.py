@@ -30,8 +30,10 @@ from typing import Any, Protocol
 
 from lumos_gym.text import markdown_table
 
+#: The card fields of a training budget: rows of two budgets are not compared in a claim.
+TRAINING_BUDGET = ("base_model", "recipe", "steps", "batch_size", "lr")
 #: The card fields that must agree for two rows to be seeds of one agent.
-SAME_BUDGET = ("base_model", "recipe", "steps", "batch_size", "lr", "data")
+SAME_BUDGET = (*TRAINING_BUDGET, "data")
 
 
 class Row(Protocol):
@@ -236,8 +238,8 @@ def training_budget(run: Mapping[str, Any]) -> frozenset[tuple[Any, ...]] | None
     runs trained under the same budget give the same set, whatever data each agent's format
     exports.
     """
-    keys = ("base_model", "recipe", "steps", "batch_size", "lr")
-    budgets = frozenset(tuple(card.get(k) for k in keys) for card in role_cards(run).values())
+    budgets = frozenset(tuple(card.get(k) for k in TRAINING_BUDGET)
+                        for card in role_cards(run).values())
     return budgets or None
 
 
